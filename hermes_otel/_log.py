@@ -1,0 +1,30 @@
+"""The package logger and the report-once rule.
+
+A fault of ours (or a hostile payload) must be visible but must not flood
+Hermes's log: the first occurrence of a key goes out at WARNING, repeats at
+DEBUG. `reset()` (called on plugin reload) makes them visible again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+logger = logging.getLogger("hermes_otel")
+
+_seen: set[str] = set()
+_lock = threading.Lock()
+_MAX_KEYS = 4096  # bounded: a stream of unique keys cannot grow memory
+
+
+def once(key: str, msg: str, *args: object, level: int = logging.WARNING, exc_info: bool = False) -> None:
+    with _lock:
+        first = key not in _seen
+        if first and len(_seen) < _MAX_KEYS:
+            _seen.add(key)
+    logger.log(level if first else logging.DEBUG, msg, *args, exc_info=exc_info and first)
+
+
+def reset() -> None:
+    with _lock:
+        _seen.clear()

@@ -1,0 +1,294 @@
+"""`hermes-otel`: demo, view, doctor, config validate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Sequence
+
+from hermes_otel import config, view
+from hermes_otel.version import __version__
+
+TESTED_HERMES = "0.19.0"
+DEMO_PROMPT = "Run `echo hello from hermes-otel` in the terminal and tell me what it printed."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hermes-otel", description="OpenTelemetry for the Hermes Agent.")
+    parser.add_argument("--version", action="version", version=f"hermes-otel {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run a real Hermes session against a scripted local model and show its trace")
+    demo.add_argument("--keep", action="store_true", help="keep the temporary HERMES_HOME (printed at the end)")
+    demo.add_argument("--ascii", action="store_true", help="ASCII-only waterfall")
+
+    show = sub.add_parser("view", help="render traces from the embedded default files as a waterfall")
+    show.add_argument("path", nargs="?", help="a traces.jsonl file or its directory (default: $HERMES_HOME/otel)")
+    show.add_argument("--trace", help="only this trace id (or a unique prefix)")
+    show.add_argument("--last", type=int, default=None, help="only the N most recent traces")
+    show.add_argument("--ascii", action="store_true", help="ASCII-only output")
+    show.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    show.add_argument("--width", type=int, default=None)
+
+    sub.add_parser("doctor", help="check installation, enablement, configuration and endpoints")
+
+    cfg = sub.add_parser("config", help="configuration tools")
+    cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
+    validate = cfg_sub.add_parser("validate", help="validate a plugins.toml")
+    validate.add_argument("file", type=Path)
+
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return cmd_demo(args)
+    if args.command == "view":
+        return cmd_view(args)
+    if args.command == "doctor":
+        return cmd_doctor()
+    return cmd_validate(args.file)
+
+
+# -- view --------------------------------------------------------------------
+
+
+def _default_otel_dir() -> Path:
+    return config.load_settings().settings.file_directory
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    path = Path(args.path).expanduser() if args.path else _default_otel_dir()
+    if not path.exists():
+        print(f"hermes-otel view: {path} does not exist (no run has written telemetry there yet)", file=sys.stderr)
+        return 1
+    spans = view.load_spans(path)
+    traces = view.select(view.group_traces(spans), trace_id=args.trace, last=args.last)
+    if not traces:
+        print(f"hermes-otel view: no traces in {path}", file=sys.stderr)
+        return 1
+    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+    width = args.width or shutil.get_terminal_size((120, 24)).columns
+    sys.stdout.write(view.render(traces, width=width, color=color, ascii=args.ascii))
+    return 0
+
+
+# -- demo --------------------------------------------------------------------
+
+
+def _hermes_executable() -> str | None:
+    candidate = Path(sys.executable).with_name("hermes")
+    return str(candidate) if candidate.exists() else shutil.which("hermes")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from hermes_otel.testing.fake_llm import FakeLLMServer, demo_script
+
+    hermes = _hermes_executable()
+    if hermes is None:
+        print("hermes-otel demo: the `hermes` command was not found; pip install 'hermes-otel[hermes]'", file=sys.stderr)
+        return 1
+    home = Path(tempfile.mkdtemp(prefix="hermes-otel-demo-"))
+    otel_dir = home / "otel"
+    try:
+        with FakeLLMServer(demo_script()) as server:
+            env = _demo_env(home, server.base_url, otel_dir)
+            print(f"$ hermes plugins enable hermes_otel --no-allow-tool-override   (HERMES_HOME={home})")
+            enable = subprocess.run(
+                [hermes, "plugins", "enable", "hermes_otel", "--no-allow-tool-override"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if enable.returncode != 0:
+                print(enable.stdout + enable.stderr, file=sys.stderr)
+                return 1
+            print(f"$ hermes chat -q {DEMO_PROMPT!r}   (scripted model at {server.base_url})")
+            started = time.monotonic()
+            chat = subprocess.run(
+                [hermes, "chat", "-q", DEMO_PROMPT, "--provider", "custom", "-m", "fake-model", "-t", "terminal",
+                 "--max-turns", "4", "-Q", "--yolo", "--source", "tool"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            elapsed = time.monotonic() - started
+        answer = chat.stdout.strip()
+        print(f"Hermes answered in {elapsed:.1f}s: {answer.splitlines()[-1] if answer else '(nothing)'}\n")
+        if chat.returncode != 0:
+            print(chat.stderr[-4000:], file=sys.stderr)
+            return 1
+        traces = view.group_traces(view.load_spans(otel_dir)) if otel_dir.exists() else []
+        if not traces:
+            print(f"hermes-otel demo: no trace was written to {otel_dir}", file=sys.stderr)
+            print(chat.stderr[-4000:], file=sys.stderr)
+            return 1
+        width = shutil.get_terminal_size((120, 24)).columns
+        sys.stdout.write(view.render(traces, width=width, color=sys.stdout.isatty(), ascii=args.ascii))
+        print(f"\nTelemetry files: {otel_dir} (traces.jsonl, logs.jsonl, metrics.jsonl — OTLP JSON lines)")
+        print(f"View again with: hermes-otel view {otel_dir}")
+        return 0
+    finally:
+        if not args.keep:
+            print(f"(temporary HERMES_HOME {home} removed; use --keep to keep it)")
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def _demo_env(home: Path, base_url: str, otel_dir: Path) -> dict[str, str]:
+    (home / "config.yaml").write_text(
+        "model:\n"
+        "  provider: custom\n"
+        "  default: fake-model\n"
+        f"  base_url: {base_url}\n"
+        "  api_key: sk-demo-not-a-real-key\n"
+        "security:\n"
+        "  tirith_enabled: false\n"
+        "auxiliary:\n"
+        "  title_generation:\n"
+        "    enabled: false\n",
+        encoding="utf-8",
+    )
+    plugins_toml = home / "plugins.toml"
+    plugins_toml.write_text(
+        "version = 1\n\n[[components]]\nkind = \"hermes_otel\"\n\n[components.config]\n"
+        f"file = {{ enabled = true, directory = {json.dumps(str(otel_dir))} }}\n",
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OTEL_SDK_DISABLED"))}
+    env.update(HERMES_HOME=str(home), HERMES_OTEL_PLUGINS_TOML=str(plugins_toml), NO_COLOR="1")
+    return env
+
+
+# -- doctor ------------------------------------------------------------------
+
+
+class _Report:
+    def __init__(self) -> None:
+        self.failed = False
+
+    def ok(self, text: str) -> None:
+        print(f"  ok    {text}")
+
+    def warn(self, text: str) -> None:
+        print(f"  warn  {text}")
+
+    def fail(self, text: str) -> None:
+        self.failed = True
+        print(f"  FAIL  {text}")
+
+
+def cmd_doctor() -> int:
+    from importlib import metadata
+
+    report = _Report()
+    env = os.environ
+    home = config.hermes_home(env)
+    print(f"hermes-otel {__version__} doctor (HERMES_HOME={home})")
+    try:
+        hermes_version = metadata.version("hermes-agent")
+    except metadata.PackageNotFoundError:
+        hermes_version = None
+        report.fail("hermes-agent is not installed in this environment")
+    if hermes_version:
+        (report.ok if hermes_version == TESTED_HERMES else report.warn)(
+            f"hermes-agent {hermes_version} installed (tested with {TESTED_HERMES})"
+        )
+    entry_points = [ep for ep in metadata.entry_points(group="hermes_agent.plugins") if ep.name == "hermes_otel"]
+    directory_plugin = home / "plugins" / "hermes_otel" / "plugin.yaml"
+    if entry_points or directory_plugin.exists():
+        report.ok("plugin discoverable " + ("(entry point)" if entry_points else f"({directory_plugin.parent})"))
+    else:
+        report.fail("plugin not discoverable: no `hermes_agent.plugins` entry point and no directory plugin")
+    _check_enabled(report, home, env)
+    result = config.load_settings(env)
+    if result.problems:
+        for problem in result.problems:
+            (report.fail if problem.fatal else report.warn)(f"config: {problem}")
+    else:
+        report.ok(f"configuration valid ({result.path or 'no plugins.toml; environment and defaults'})")
+    settings = result.settings
+    if not settings.enabled:
+        report.warn("telemetry is disabled (OTEL_SDK_DISABLED or the component's enabled = false)")
+    for signal, target in settings.otlp.items():
+        problem = _probe(target.endpoint)
+        if problem:
+            report.fail(f"{signal} endpoint {config._mask_url(target.endpoint)}: {problem}")
+        else:
+            report.ok(f"{signal} endpoint {config._mask_url(target.endpoint)} reachable ({target.protocol})")
+    if settings.file_signals:
+        _check_dir(report, settings.file_directory)
+    print("effective settings (secrets masked):")
+    print(json.dumps(config.masked(settings), indent=2))
+    return 1 if report.failed else 0
+
+
+def _check_enabled(report: _Report, home: Path, env) -> None:
+    if env.get("HERMES_SAFE_MODE", "").strip().lower() in ("1", "true", "yes", "on"):
+        report.fail("HERMES_SAFE_MODE is set: Hermes loads no plugins")
+    cfg_file = home / "config.yaml"
+    try:
+        import yaml
+
+        data = yaml.safe_load(cfg_file.read_text(encoding="utf-8")) or {} if cfg_file.exists() else {}
+    except Exception as exc:  # noqa: BLE001 - report, don't crash
+        report.fail(f"cannot read {cfg_file}: {exc}")
+        return
+    plugins = data.get("plugins") if isinstance(data, dict) else None
+    enabled = plugins.get("enabled") if isinstance(plugins, dict) else None
+    disabled = plugins.get("disabled") if isinstance(plugins, dict) else None
+    if isinstance(disabled, list) and "hermes_otel" in disabled:
+        report.fail(f"hermes_otel is in plugins.disabled of {cfg_file}")
+    elif isinstance(enabled, list) and "hermes_otel" in enabled:
+        report.ok(f"enabled in {cfg_file}")
+    else:
+        report.fail(f"not enabled: run `hermes plugins enable hermes_otel --no-allow-tool-override`")
+
+
+def _probe(endpoint: str, timeout_s: float = 2.0) -> str | None:
+    """TCP reachability of an endpoint (no telemetry is sent)."""
+    try:
+        parts = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        return f"invalid URL ({exc})"
+    if not host:
+        return "no host in URL"
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return f"not reachable ({exc.strerror or exc})"
+
+
+def _check_dir(report: _Report, directory: Path) -> None:
+    probe = directory if directory.exists() else next((p for p in directory.parents if p.exists()), None)
+    if probe is not None and os.access(probe, os.W_OK):
+        report.ok(f"file export directory {directory} writable")
+    else:
+        report.fail(f"file export directory {directory} is not writable")
+
+
+# -- config validate -----------------------------------------------------------
+
+
+def cmd_validate(path: Path) -> int:
+    values, problems = config.read_component(path)
+    for problem in problems:
+        print(("error: " if problem.fatal else "warning: ") + str(problem))
+    if any(p.fatal for p in problems):
+        return 1
+    print(f"{path}: valid ({len(values)} hermes_otel setting(s))")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,437 @@
+"""`plugins.toml` + `OTEL_*` environment -> one validated :class:`Settings`.
+
+Precedence, lowest to highest (documented in docs/configuration.md):
+
+1. built-in defaults (:mod:`hermes_otel.config_schema`);
+2. the `hermes_otel` component of `plugins.toml`;
+3. the standard `OTEL_*` environment variables (per-signal forms beat the
+   general ones) — the environment is the per-deployment override;
+4. `OTEL_SDK_DISABLED=true` always wins: telemetry is off.
+
+A broken document never stops the agent: :func:`load_settings` returns the
+problems it found (file, key path, expected, found) and settings built from
+the environment and defaults alone; the plugin reports them in one message.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from hermes_otel.config_schema import (
+    COMPONENT_KIND,
+    FIELDS,
+    FIELDS_BY_KEY,
+    POLICY_VALUES,
+    RELAY_COMPONENT_KINDS,
+    SECTIONS,
+)
+
+SIGNALS = ("traces", "logs", "metrics")
+_HTTP_PATHS = {"traces": "/v1/traces", "logs": "/v1/logs", "metrics": "/v1/metrics"}
+_TOP_LEVEL_KEYS = frozenset({"version", "policy", "components", "dynamic_plugins"})
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the configuration, phrased for a human."""
+
+    source: str  # file path or environment variable name
+    key: str  # dotted key path inside the source ("" for the whole file)
+    expected: str
+    found: str
+    fatal: bool = True  # fatal problems make us ignore the whole file
+
+    def __str__(self) -> str:
+        where = f"{self.source}: {self.key}" if self.key else self.source
+        return f"{where}: expected {self.expected}, found {self.found}"
+
+
+@dataclass(frozen=True)
+class OTLPTarget:
+    """Where one signal is exported over OTLP."""
+
+    endpoint: str  # full URL for http/protobuf, host:port URL for grpc
+    protocol: str
+    headers: Mapping[str, str]
+    timeout_s: float
+    compression: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    enabled: bool = True
+    service_name: str = "hermes-agent"
+    resource_attributes: Mapping[str, str] = field(default_factory=dict)
+    capture_content: str = "NO_CONTENT"
+    console: bool = False
+    flush_timeout_s: float = 2.0
+    otlp: Mapping[str, OTLPTarget] = field(default_factory=dict)  # signal -> target
+    file_signals: frozenset[str] = frozenset(SIGNALS)
+    file_directory: Path = Path.home() / ".hermes" / "otel"
+    file_max_bytes: int = 20 * 1024 * 1024
+    file_backups: int = 3
+    bsp_max_queue_size: int = 2048
+    bsp_max_export_batch_size: int = 512
+    bsp_schedule_delay_ms: int = 1000
+    bsp_export_timeout_ms: int = 10000
+    sampler_name: str = "parentbased_always_on"
+    sampler_arg: float = 1.0
+    metric_export_interval_ms: int = 60000
+    logs_enabled: bool = True
+    metrics_enabled: bool = True
+    source: str | None = None  # the plugins.toml that was applied, if any
+
+    def exporting(self, signal: str) -> bool:
+        return signal in self.otlp or signal in self.file_signals or (signal == "traces" and self.console)
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    settings: Settings
+    problems: tuple[Problem, ...] = ()
+    path: Path | None = None
+
+    @property
+    def file_rejected(self) -> bool:
+        return any(p.fatal for p in self.problems if p.source == str(self.path))
+
+    def message(self) -> str | None:
+        """One human message covering every problem, or None."""
+        if not self.problems:
+            return None
+        lines = [str(p) for p in self.problems]
+        if self.file_rejected:
+            tail = "ignoring this file; telemetry continues with environment and default settings"
+        else:
+            tail = "the offending keys were ignored"
+        return "hermes-otel configuration: " + "; ".join(lines) + f" ({tail})"
+
+
+def hermes_home(env: Mapping[str, str]) -> Path:
+    home = env.get("HERMES_HOME", "").strip()
+    return Path(home).expanduser() if home else Path.home() / ".hermes"
+
+
+def find_config_file(env: Mapping[str, str]) -> Path | None:
+    """HERMES_OTEL_PLUGINS_TOML, else HERMES_NEMO_RELAY_PLUGINS_TOML, else $HERMES_HOME/plugins.toml."""
+    for var in ("HERMES_OTEL_PLUGINS_TOML", "HERMES_NEMO_RELAY_PLUGINS_TOML"):
+        value = env.get(var, "").strip()
+        if value:
+            return Path(value).expanduser()
+    candidate = hermes_home(env) / "plugins.toml"
+    return candidate if candidate.exists() else None
+
+
+def load_settings(env: Mapping[str, str] | None = None, path: Path | None = None) -> LoadResult:
+    """Build settings from a plugins.toml (found or given) and the environment."""
+    env = os.environ if env is None else env
+    path = path if path is not None else find_config_file(env)
+    problems: list[Problem] = []
+    values: dict[str, Any] = {}
+    if path is not None:
+        file_values, file_problems = read_component(path)
+        problems.extend(file_problems)
+        if not any(p.fatal for p in file_problems):
+            values = file_values
+    env_values, env_problems = _from_env(env)
+    problems.extend(env_problems)
+    values.update(env_values)
+    settings = _build(values, env, source=str(path) if path and values else None)
+    return LoadResult(settings, tuple(problems), path)
+
+
+def read_component(path: Path) -> tuple[dict[str, Any], list[Problem]]:
+    """Read and validate our component of one plugins.toml; values are flat dotted keys."""
+    src = str(path)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, [Problem(src, "", "a readable TOML file", "no such file")]
+    except OSError as exc:
+        return {}, [Problem(src, "", "a readable TOML file", f"{type(exc).__name__}: {exc.strerror or exc}")]
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return {}, [Problem(src, "", "valid TOML", f"a syntax error ({exc})")]
+    return validate_document(doc, src)
+
+
+def validate_document(doc: Mapping[str, Any], src: str) -> tuple[dict[str, Any], list[Problem]]:
+    problems: list[Problem] = []
+    policy = _policy(doc.get("policy"), src, problems)
+
+    def report(key: str, expected: str, found: str, rule: str) -> None:
+        level = policy[rule]
+        if level != "ignore":
+            problems.append(Problem(src, key, expected, found, fatal=level == "error"))
+
+    for key in doc:
+        if key not in _TOP_LEVEL_KEYS:
+            report(key, "one of " + ", ".join(sorted(_TOP_LEVEL_KEYS)), "an unknown top-level key", "unknown_field")
+    components = doc.get("components", [])
+    if not isinstance(components, list):
+        problems.append(Problem(src, "components", "an array of tables ([[components]])", _describe(components)))
+        return {}, problems
+    values: dict[str, Any] = {}
+    ours = 0
+    for i, comp in enumerate(components):
+        where = f"components[{i}]"
+        if not isinstance(comp, dict):
+            problems.append(Problem(src, where, "a table", _describe(comp)))
+            continue
+        kind = comp.get("kind")
+        if kind == COMPONENT_KIND:
+            ours += 1
+            if ours > 1:
+                problems.append(Problem(src, where, f"one component of kind {COMPONENT_KIND!r}", "a second one"))
+                continue
+            values = _validate_ours(comp, where, src, problems, report)
+        elif kind not in RELAY_COMPONENT_KINDS:
+            report(f"{where}.kind", "a known component kind", repr(kind), "unknown_component")
+    return values, problems
+
+
+def _policy(raw: Any, src: str, problems: list[Problem]) -> dict[str, str]:
+    policy = {"unknown_component": "warn", "unknown_field": "warn", "unsupported_value": "error"}
+    if raw is None:
+        return policy
+    if not isinstance(raw, dict):
+        problems.append(Problem(src, "policy", "a table", _describe(raw)))
+        return policy
+    for key, value in raw.items():
+        if key not in policy:
+            problems.append(Problem(src, f"policy.{key}", "one of " + ", ".join(policy), "an unknown key", False))
+        elif value not in POLICY_VALUES:
+            problems.append(Problem(src, f"policy.{key}", " | ".join(POLICY_VALUES), repr(value)))
+        else:
+            policy[key] = value
+    return policy
+
+
+def _validate_ours(comp: dict, where: str, src: str, problems: list[Problem], report) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key in comp:
+        if key not in ("kind", "enabled", "config"):
+            report(f"{where}.{key}", "kind, enabled or config", "an unknown key", "unknown_field")
+    enabled = comp.get("enabled", True)
+    if not isinstance(enabled, bool):
+        problems.append(Problem(src, f"{where}.enabled", "a boolean", _describe(enabled)))
+    elif not enabled:
+        values["enabled"] = False
+    config = comp.get("config", {})
+    if not isinstance(config, dict):
+        problems.append(Problem(src, f"{where}.config", "a table", _describe(config)))
+        return values
+    for key, value in _flatten(config):
+        path = f"{where}.config.{key}"
+        spec = FIELDS_BY_KEY.get(key)
+        if spec is None:
+            report(path, "a documented key (see docs/configuration.md)", "an unknown key", "unknown_field")
+            continue
+        error = _check(spec, value)
+        if error is not None:
+            expected, found, rule = error
+            if rule == "type":
+                problems.append(Problem(src, path, expected, found))
+            else:
+                report(path, expected, found, "unsupported_value")
+            continue
+        values[key] = float(value) if spec.type is float else value
+    return values
+
+
+def _flatten(config: dict, prefix: str = "") -> list[tuple[str, Any]]:
+    items = []
+    for key, value in config.items():
+        dotted = f"{prefix}{key}"
+        if not prefix and key in SECTIONS and isinstance(value, dict):
+            items.extend(_flatten(value, dotted + "."))
+        else:
+            items.append((dotted, value))
+    return items
+
+
+def _check(spec, value: Any) -> tuple[str, str, str] | None:
+    """Return (expected, found, rule) when the value does not fit the field."""
+    types = spec.type if isinstance(spec.type, tuple) else (spec.type,)
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if float in types and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        return _type_name(spec.type), _describe(value), "type"
+    if spec.type is dict and not all(isinstance(v, str) for v in value.values()):
+        return "a table of strings", _describe(value), "type"
+    if spec.choices and value not in spec.choices:
+        return " | ".join(spec.choices), repr(value), "value"
+    if spec.minimum is not None and value < spec.minimum:
+        return f"a number >= {spec.minimum:g}", repr(value), "value"
+    return None
+
+
+def _type_name(t: Any) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "a table"}
+    return names.get(t, str(t))
+
+
+def _describe(value: Any) -> str:
+    kinds = {str: "string", bool: "boolean", int: "integer", float: "float", dict: "table", list: "array"}
+    kind = kinds.get(type(value), type(value).__name__)
+    text = repr(value)
+    return f"{kind} {text[:60] + '…' if len(text) > 60 else text}"
+
+
+# -- environment -------------------------------------------------------------
+
+
+def _truthy(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def parse_headers(raw: str) -> dict[str, str]:
+    """`k1=v1,k2=v2` (W3C baggage-like, values URL-encoded) as OTEL_*_HEADERS define it."""
+    headers = {}
+    for item in raw.split(","):
+        if "=" not in item:
+            continue
+        key, value = item.split("=", 1)
+        if key.strip():
+            headers[urllib.parse.unquote(key.strip()).lower()] = urllib.parse.unquote(value.strip())
+    return headers
+
+
+def _from_env(env: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    if _truthy(env.get("OTEL_SDK_DISABLED", "")):
+        values["enabled"] = False
+    for spec in FIELDS:
+        if spec.env is None or spec.env not in env or not env[spec.env].strip():
+            continue
+        raw = env[spec.env].strip()
+        try:
+            value = _parse_env(spec, raw)
+        except ValueError:
+            problems.append(Problem(spec.env, "", _type_name(spec.type), repr(raw), fatal=False))
+            continue
+        error = _check(spec, value)
+        if error is not None:
+            problems.append(Problem(spec.env, "", error[0], error[1], fatal=False))
+            continue
+        values[spec.key] = value
+    return values, problems
+
+
+def _parse_env(spec, raw: str) -> Any:
+    if spec.key == "capture_content":
+        legacy = {"true": "SPAN_AND_EVENT", "false": "NO_CONTENT"}
+        return legacy.get(raw.lower(), raw.upper())
+    if spec.key == "resource_attributes":
+        return parse_headers(raw) if raw else {}
+    if spec.type is dict:
+        return parse_headers(raw)
+    if spec.type is int:
+        return int(raw)
+    if spec.type is float:
+        return float(raw)
+    if spec.type is bool:
+        return _truthy(raw)
+    return raw.lower() if spec.choices and raw.lower() in spec.choices else raw
+
+
+def _signal_target(signal: str, values: Mapping[str, Any], env: Mapping[str, str]) -> OTLPTarget | None:
+    """Per-signal OTEL_EXPORTER_OTLP_<SIGNAL>_* beat the general settings."""
+    upper = signal.upper()
+
+    def signal_env(suffix: str) -> str:
+        return env.get(f"OTEL_EXPORTER_OTLP_{upper}_{suffix}", "").strip()
+
+    protocol = signal_env("PROTOCOL") or values.get("otlp.protocol", "http/protobuf")
+    if protocol not in ("http/protobuf", "grpc"):
+        protocol = "http/protobuf"
+    endpoint = signal_env("ENDPOINT")  # used as-is, per the specification
+    if not endpoint:
+        base = values.get("otlp.endpoint", "")
+        if not base:
+            return None
+        endpoint = base.rstrip("/") + _HTTP_PATHS[signal] if protocol == "http/protobuf" else base
+    headers = dict(values.get("otlp.headers", {}))
+    headers.update(parse_headers(signal_env("HEADERS")))
+    timeout_ms = values.get("otlp.timeout_millis", 10000)
+    if signal_env("TIMEOUT").isdigit():
+        timeout_ms = int(signal_env("TIMEOUT"))
+    compression = signal_env("COMPRESSION") or values.get("otlp.compression", "none")
+    return OTLPTarget(endpoint, protocol, headers, timeout_ms / 1000.0, compression)
+
+
+def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None) -> Settings:
+    def get(key: str) -> Any:
+        return values.get(key, FIELDS_BY_KEY[key].default if key in FIELDS_BY_KEY else None)
+
+    otlp = {s: t for s in SIGNALS if (t := _signal_target(s, values, env)) is not None}
+    file_enabled = get("file.enabled")
+    if file_enabled is None:
+        file_signals = frozenset(s for s in SIGNALS if s not in otlp)
+    else:
+        file_signals = frozenset(SIGNALS) if file_enabled else frozenset()
+    directory = get("file.directory")
+    file_dir = Path(directory).expanduser() if directory else hermes_home(env) / "otel"
+    return Settings(
+        enabled=values.get("enabled", True),
+        service_name=get("service_name"),
+        resource_attributes=dict(get("resource_attributes")),
+        capture_content=get("capture_content"),
+        console=get("console"),
+        flush_timeout_s=get("flush_timeout_millis") / 1000.0,
+        otlp=otlp,
+        file_signals=file_signals,
+        file_directory=file_dir,
+        file_max_bytes=get("file.max_bytes"),
+        file_backups=get("file.backups"),
+        bsp_max_queue_size=get("batch.max_queue_size"),
+        bsp_max_export_batch_size=min(get("batch.max_export_batch_size"), get("batch.max_queue_size")),
+        bsp_schedule_delay_ms=get("batch.scheduled_delay_millis"),
+        bsp_export_timeout_ms=get("batch.export_timeout_millis"),
+        sampler_name=get("sampler.name"),
+        sampler_arg=get("sampler.arg"),
+        metric_export_interval_ms=get("metrics.export_interval_millis"),
+        logs_enabled=get("logs.enabled"),
+        metrics_enabled=get("metrics.enabled"),
+        source=source,
+    )
+
+
+def masked(settings: Settings) -> dict[str, Any]:
+    """The effective settings as plain data, header values masked (for `doctor`)."""
+    data: dict[str, Any] = {
+        "enabled": settings.enabled,
+        "source": settings.source or "(environment and defaults)",
+        "service_name": settings.service_name,
+        "resource_attributes": dict(settings.resource_attributes),
+        "capture_content": settings.capture_content,
+        "sampler": f"{settings.sampler_name} ({settings.sampler_arg:g})",
+        "file": {
+            "directory": str(settings.file_directory),
+            "signals": sorted(settings.file_signals),
+        },
+        "otlp": {},
+    }
+    for signal, target in settings.otlp.items():
+        data["otlp"][signal] = {
+            "endpoint": _mask_url(target.endpoint),
+            "protocol": target.protocol,
+            "headers": {k: "****" for k in target.headers},
+            "timeout_s": target.timeout_s,
+            "compression": target.compression,
+        }
+    return data
+
+
+def _mask_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.password:
+        netloc = f"{parts.username}:****@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return url

@@ -1,0 +1,319 @@
+"""Span, log and metric exporters that append OTLP/JSON lines to rotating files.
+
+One export batch becomes one line: an ``Export*ServiceRequest`` in the
+OTLP/JSON mapping, the format the Collector's ``otlpjsonfile`` receiver reads.
+The exporters run on the SDK's worker threads, so encoding and I/O stay off
+the agent's thread; they never raise into those threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
+from opentelemetry.sdk.metrics.view import Aggregation
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from hermes_otel.exporters.otlp_json import (
+    encode_logs_json,
+    encode_metrics_json,
+    encode_spans_json,
+)
+
+try:  # SDK >= 1.39 names; older SDKs only have the (now deprecated) Log* names.
+    from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+except ImportError:  # pragma: no cover - exercised only on old SDKs
+    from opentelemetry.sdk._logs.export import (  # type: ignore[assignment]
+        LogExporter as LogRecordExporter,
+        LogExportResult as LogRecordExportResult,
+    )
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import ReadableLogRecord
+
+__all__ = [
+    "DEFAULT_BACKUPS",
+    "DEFAULT_MAX_BYTES",
+    "JsonFileLogExporter",
+    "JsonFileMetricExporter",
+    "JsonFileSpanExporter",
+    "RotatingJsonLinesWriter",
+    "file_paths",
+]
+
+DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+DEFAULT_BACKUPS = 3
+
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+
+_logger = logging.getLogger("hermes_otel")
+
+
+def file_paths(directory: Path) -> dict[str, Path]:
+    """The per-signal files inside an output directory."""
+    directory = Path(directory)
+    return {
+        "traces": directory / "traces.jsonl",
+        "logs": directory / "logs.jsonl",
+        "metrics": directory / "metrics.jsonl",
+    }
+
+
+class RotatingJsonLinesWriter:
+    """Thread-safe appender of compact JSON lines with size-based rotation.
+
+    ``path`` rotates to ``path.1`` … ``path.<backups>`` (oldest dropped), so
+    disk use stays within ``(backups + 1) * max_bytes`` except for a single
+    line larger than ``max_bytes``, which gets a fresh file of its own rather
+    than being lost.
+
+    The descriptor stays open between writes, but every write first stats the
+    path (one syscall per export batch, negligible next to encoding) and
+    reopens if the file was removed or rotated by someone else: another
+    process sharing the directory, logrotate, or a user clearing the files.
+    Nothing is opened or created until the first write, so a bad path shows up
+    as an export failure instead of breaking plugin start-up.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        backups: int = DEFAULT_BACKUPS,
+    ) -> None:
+        if max_bytes <= 0:
+            raise ValueError("max_bytes must be positive")
+        if backups < 0:
+            raise ValueError("backups must be >= 0")
+        self._path = Path(path)
+        self._max_bytes = max_bytes
+        self._backups = backups
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the open file
+        self._size = 0
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def write(self, obj: dict[str, Any]) -> None:
+        """Append ``obj`` as one JSON line. Raises ``OSError`` on I/O failure."""
+        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
+        with self._lock:
+            try:
+                fd = self._current_fd()
+                if self._size > 0 and self._size + len(data) > self._max_bytes:
+                    self._rotate()
+                    fd = self._open()
+                _write_all(fd, data)
+                self._size += len(data)
+            except OSError:
+                self._close_fd()  # start clean next time, e.g. after the disk frees up
+                raise
+
+    def close(self) -> None:
+        """Release the descriptor; a later ``write`` reopens the file."""
+        with self._lock:
+            self._close_fd()
+
+    def _current_fd(self) -> int:
+        if self._fd is not None:
+            try:
+                st = os.stat(self._path)
+            except FileNotFoundError:
+                st = None
+            if st is not None and (st.st_dev, st.st_ino) == self._identity:
+                self._size = st.st_size  # also counts appends by other processes
+                return self._fd
+            self._close_fd()
+        return self._open()
+
+    def _open(self) -> int:
+        _ensure_private_dir(self._path.parent)
+        fd = os.open(self._path, _OPEN_FLAGS, _FILE_MODE)
+        try:
+            st = os.fstat(fd)
+            if stat.S_IMODE(st.st_mode) & 0o077 and _owned(st):
+                os.fchmod(fd, _FILE_MODE)  # a file left behind with a looser mode
+        except OSError:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self._identity = (st.st_dev, st.st_ino)
+        self._size = st.st_size
+        return fd
+
+    def _rotate(self) -> None:
+        self._close_fd()
+        if self._backups == 0:
+            _remove(self._path)
+            return
+        for index in range(self._backups - 1, 0, -1):
+            source = self._backup(index)
+            if source.exists():
+                os.replace(source, self._backup(index + 1))  # overwrites the oldest
+        try:
+            os.replace(self._path, self._backup(1))
+        except FileNotFoundError:
+            pass  # removed meanwhile; nothing to keep
+
+    def _backup(self, index: int) -> Path:
+        return self._path.with_name(f"{self._path.name}.{index}")
+
+    def _close_fd(self) -> None:
+        fd, self._fd, self._identity, self._size = self._fd, None, None, 0
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _ensure_private_dir(directory: Path) -> None:
+    os.makedirs(directory, mode=_DIR_MODE, exist_ok=True)
+    st = os.stat(directory)
+    # Tighten a directory we own that others can read, but never a shared
+    # sticky one such as /tmp (a path given directly inside it).
+    if stat.S_IMODE(st.st_mode) & 0o077 and _owned(st) and not st.st_mode & stat.S_ISVTX:
+        os.chmod(directory, stat.S_IMODE(st.st_mode) & _DIR_MODE)
+
+
+def _owned(st: os.stat_result) -> bool:
+    getuid = getattr(os, "getuid", None)
+    return getuid is None or st.st_uid == getuid()
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class _SafeSink:
+    """Encodes and writes one batch, turning every failure into ``False``.
+
+    The first failure is logged at WARNING and later ones at DEBUG, so a full
+    disk does not flood the log, nor loop if hermes_otel's own log records are
+    themselves exported.
+    """
+
+    def __init__(self, writer: RotatingJsonLinesWriter, signal: str) -> None:
+        self.writer = writer
+        self._signal = signal
+        self._warned = False
+        self.shut_down = False
+
+    def emit(self, encode: Callable[[], dict[str, Any]]) -> bool:
+        if self.shut_down:
+            return False
+        try:
+            obj = encode()
+            if obj:  # an empty batch encodes to {}; do not write blank requests
+                self.writer.write(obj)
+        except OSError as exc:
+            self._report("cannot write %s to %s: %s", self._signal, self.writer.path, exc)
+            return False
+        except Exception as exc:  # noqa: BLE001 - an exporter must not raise into the SDK
+            self._report("cannot encode %s for %s: %r", self._signal, self.writer.path, exc)
+            return False
+        return True
+
+    def shutdown(self) -> None:
+        self.shut_down = True
+        self.writer.close()
+
+    def _report(self, message: str, *args: object) -> None:
+        if self._warned:
+            _logger.debug(message, *args)
+            return
+        self._warned = True
+        _logger.warning(message + " (further failures are logged at DEBUG)", *args)
+
+
+class JsonFileSpanExporter(SpanExporter):
+    """Writes each span batch as one ``ExportTraceServiceRequest`` line."""
+
+    def __init__(self, writer: RotatingJsonLinesWriter) -> None:
+        self._sink = _SafeSink(writer, "spans")
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        ok = self._sink.emit(lambda: encode_spans_json(spans))
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self._sink.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True  # writes go straight to the kernel; nothing is buffered here
+
+
+class JsonFileLogExporter(LogRecordExporter):
+    """Writes each log batch as one ``ExportLogsServiceRequest`` line."""
+
+    def __init__(self, writer: RotatingJsonLinesWriter) -> None:
+        self._sink = _SafeSink(writer, "logs")
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        ok = self._sink.emit(lambda: encode_logs_json(batch))
+        return LogRecordExportResult.SUCCESS if ok else LogRecordExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self._sink.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class JsonFileMetricExporter(MetricExporter):
+    """Writes each metrics collection as one ``ExportMetricsServiceRequest`` line."""
+
+    def __init__(
+        self,
+        writer: RotatingJsonLinesWriter,
+        preferred_temporality: dict[type, AggregationTemporality] | None = None,
+        preferred_aggregation: dict[type, Aggregation] | None = None,
+    ) -> None:
+        super().__init__(
+            preferred_temporality=preferred_temporality,
+            preferred_aggregation=preferred_aggregation,
+        )
+        self._sink = _SafeSink(writer, "metrics")
+
+    def export(
+        self,
+        metrics_data: MetricsData,
+        timeout_millis: float = 10_000,
+        **kwargs: Any,
+    ) -> MetricExportResult:
+        ok = self._sink.emit(lambda: encode_metrics_json(metrics_data))
+        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._sink.shutdown()

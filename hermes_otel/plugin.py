@@ -1,0 +1,59 @@
+"""`register(ctx)`: the Hermes plugin entry point.
+
+Reads the configuration, makes the telemetry pipeline live (reusing it when
+unchanged), instruments Hermes's middleware runners and registers the
+observer hooks. Never raises into Hermes: a broken configuration or an
+internal fault is reported once and the agent runs on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from hermes_otel import _log, runtime
+from hermes_otel.config import load_settings
+from hermes_otel.hooks import HOOKS
+from hermes_otel.instrumentation.hermes import HermesInstrumentor, fallback_middleware
+
+_last_mode: str | None = None
+
+
+def register(ctx: Any) -> None:
+    try:
+        _register(ctx)
+    except Exception as exc:  # noqa: BLE001 - a plugin must never break Hermes's start-up
+        _log.logger.error("hermes-otel: disabled after an internal error during register(): %s", exc, exc_info=True)
+
+
+def _register(ctx: Any) -> None:
+    global _last_mode
+    _log.reset()  # a reload makes once-reported problems visible again
+    result = load_settings()
+    message = result.message()
+    if message:
+        level = logging.ERROR if result.file_rejected else logging.WARNING
+        _log.logger.log(level, message)
+    tracker = runtime.configure(result.settings)
+    if tracker is None:
+        mode = "disabled"
+    elif HermesInstrumentor(runtime.current_tracker).instrument():
+        mode = "instrumented"
+    else:
+        mode = "middleware"
+        for kind, callback in fallback_middleware(runtime.current_tracker).items():
+            ctx.register_middleware(kind, callback)
+    if tracker is not None:
+        for hook, callback in HOOKS.items():
+            ctx.register_hook(hook, callback)
+    if mode != _last_mode:
+        _log.logger.info(
+            "hermes-otel %s: %s",
+            mode,
+            {
+                "instrumented": "tracing Hermes's middleware runners (each call one span)",
+                "middleware": "Hermes's runners not found; tracing through registered middleware",
+                "disabled": "telemetry is off (OTEL_SDK_DISABLED or plugins.toml)",
+            }[mode],
+        )
+        _last_mode = mode

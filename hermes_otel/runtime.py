@@ -1,0 +1,135 @@
+"""Process-wide state that must survive Hermes re-registering the plugin.
+
+`discover_plugins(force=True)` clears Hermes's hooks and middleware and calls
+`register()` again. This module (never re-executed: it is imported, not
+loaded from a path) keeps one live :class:`Telemetry` and one
+:class:`Tracker`: an identical configuration reuses them (no new processors
+or threads); a changed one builds new providers and retires the old ones,
+which keep exporting the spans still open on them and are shut down at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+from dataclasses import dataclass
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+
+from hermes_otel import _log, telemetry
+from hermes_otel.config import Settings
+from hermes_otel.tracker import Tracker
+
+_MAX_RETIRED = 2
+
+
+@dataclass
+class _State:
+    telemetry: telemetry.Telemetry | None = None
+    tracker: Tracker | None = None
+    shared: tuple | None = None  # providers handed to us by the host application
+
+
+_state = _State()
+_retired: list[telemetry.Telemetry] = []
+_lock = threading.RLock()
+_atexit_registered = False
+
+
+def current_tracker() -> Tracker | None:
+    """The live tracker, or None when telemetry is off (the wrappers then pass through)."""
+    return _state.tracker
+
+
+def current_telemetry() -> telemetry.Telemetry | None:
+    return _state.telemetry
+
+
+def use_providers(
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    logger_provider: LoggerProvider,
+) -> None:
+    """Share the host application's providers instead of building our own.
+
+    Call before Hermes loads plugins. We then neither add processors nor shut
+    these providers down (the host owns them); plugins.toml exporter settings
+    are ignored, content and sampling settings still apply to what we emit.
+    """
+    with _lock:
+        _state.shared = (tracer_provider, meter_provider, logger_provider)
+        _state.telemetry = None  # rebuilt by the next configure()
+
+
+def configure(settings: Settings) -> Tracker | None:
+    """Make `settings` live; idempotent for an unchanged configuration."""
+    global _atexit_registered
+    with _lock:
+        if not settings.enabled:
+            _retire(_state.telemetry)
+            _state.telemetry, _state.tracker = None, None
+            return None
+        live = _state.telemetry
+        if live is not None and live.settings == settings:
+            return _state.tracker
+        if _state.shared is not None:
+            tp, mp, lp = _state.shared
+            new = telemetry.Telemetry(settings, tp, mp, lp, owned=False)
+        else:
+            new = telemetry.build(settings)
+        _retire(live)
+        _state.telemetry = new
+        _state.tracker = _replace_tracker(_state.tracker, new)
+        if not _atexit_registered:
+            atexit.register(shutdown)
+            _atexit_registered = True
+        return _state.tracker
+
+
+def _replace_tracker(old: Tracker | None, new: telemetry.Telemetry) -> Tracker:
+    tracker = Tracker(new.tracer, new.meter)
+    if old is not None:
+        # Open turns stay on the old tracker's spans; hand them over so the
+        # new tracker parents their remaining calls and ends them.
+        tracker.adopt(old)
+    return tracker
+
+
+def _retire(old: telemetry.Telemetry | None) -> None:
+    if old is None:
+        return
+    _retired.append(old)
+    while len(_retired) > _MAX_RETIRED:
+        oldest = _retired.pop(0)
+        oldest.shutdown(oldest.settings.flush_timeout_s)
+
+
+def flush(timeout_s: float | None = None) -> bool:
+    """Bounded flush of the live providers (session finalize)."""
+    live = _state.telemetry
+    if live is None:
+        return True
+    return live.force_flush(live.settings.flush_timeout_s if timeout_s is None else timeout_s)
+
+
+def shutdown() -> None:
+    """End what is open and shut everything down, within the flush budget (process exit)."""
+    with _lock:
+        live, tracker = _state.telemetry, _state.tracker
+        retired = list(_retired)
+        _retired.clear()
+        _state.telemetry, _state.tracker = None, None
+    if tracker is not None:
+        tracker.end_all("shutdown")
+    budget = live.settings.flush_timeout_s if live is not None else 2.0
+    deadline = time.monotonic() + budget
+    for item in [live, *retired]:  # one shared budget, not one per provider set
+        if item is not None and not item.shutdown(max(deadline - time.monotonic(), 0.001)):
+            _log.once(
+                "shutdown-timeout",
+                "hermes-otel: export did not finish within %.1fs at exit; unsent telemetry was dropped",
+                budget,
+            )

@@ -1,0 +1,26 @@
+"""Fail-open helpers: our faults are reported once and never reach Hermes."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+from hermes_otel import _log
+
+T = TypeVar("T")
+
+
+def safely(fn: Callable[..., T], *args: Any) -> T | None:
+    """Call `fn`; on any exception log once (with traceback) and return None."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - by design: telemetry must not break the agent
+        name = getattr(fn, "__qualname__", repr(fn))
+        _log.once(
+            f"internal:{name}:{type(exc).__name__}",
+            "hermes-otel: internal error in %s (%s: %s); telemetry for this call is incomplete",
+            name,
+            type(exc).__name__,
+            exc,
+            exc_info=True,
+        )
+        return None

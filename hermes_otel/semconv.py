@@ -1,0 +1,324 @@
+"""Pure mappings from Hermes payloads to OpenTelemetry GenAI attributes.
+
+Every function here takes plain inputs and returns an attribute dict; none
+touches the SDK, so they are cheap to test and safe to call on any thread.
+Attribute names are a public contract: the telemetry reference in docs/ is
+generated from the constants below.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from types import SimpleNamespace
+from typing import Any, Mapping
+
+# -- names ------------------------------------------------------------------
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+AGENT_NAME = "gen_ai.agent.name"
+CONVERSATION_ID = "gen_ai.conversation.id"
+REQUEST_MODEL = "gen_ai.request.model"
+REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+REQUEST_TOP_P = "gen_ai.request.top_p"
+REQUEST_TOP_K = "gen_ai.request.top_k"
+REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+REQUEST_SEED = "gen_ai.request.seed"
+REQUEST_STOP = "gen_ai.request.stop_sequences"
+REQUEST_FREQUENCY_PENALTY = "gen_ai.request.frequency_penalty"
+REQUEST_PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
+REQUEST_CHOICE_COUNT = "gen_ai.request.choice.count"
+REQUEST_STREAM = "gen_ai.request.stream"
+RESPONSE_MODEL = "gen_ai.response.model"
+RESPONSE_ID = "gen_ai.response.id"
+RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+USAGE_INPUT = "gen_ai.usage.input_tokens"
+USAGE_OUTPUT = "gen_ai.usage.output_tokens"
+USAGE_CACHE_READ = "gen_ai.usage.cache_read.input_tokens"
+USAGE_CACHE_WRITE = "gen_ai.usage.cache_creation.input_tokens"
+USAGE_REASONING = "gen_ai.usage.reasoning.output_tokens"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_TYPE = "gen_ai.tool.type"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+ERROR_TYPE = "error.type"
+HTTP_STATUS = "http.response.status_code"
+
+TURN_ID = "hermes.turn.id"
+TASK_ID = "hermes.task.id"
+SESSION_ID = "hermes.session.id"
+PLATFORM = "hermes.platform"
+API_REQUEST_ID = "hermes.api_request.id"
+API_ATTEMPT = "hermes.api.attempt"
+API_MODE = "hermes.api.mode"
+HERMES_PROVIDER = "hermes.provider"
+TOOL_STATUS = "hermes.tool.status"
+TURN_COMPLETED = "hermes.turn.completed"
+TURN_INTERRUPTED = "hermes.turn.interrupted"
+TURN_END_REASON = "hermes.turn.end_reason"
+
+AGENT = "hermes"
+OP_CHAT = "chat"
+OP_TOOL = "execute_tool"
+OP_AGENT = "invoke_agent"
+
+# Request kwargs -> attribute, for the scalar settings we report.
+_REQUEST_SCALARS = (
+    ("temperature", REQUEST_TEMPERATURE, float),
+    ("top_p", REQUEST_TOP_P, float),
+    ("top_k", REQUEST_TOP_K, int),
+    ("seed", REQUEST_SEED, int),
+    ("frequency_penalty", REQUEST_FREQUENCY_PENALTY, float),
+    ("presence_penalty", REQUEST_PRESENCE_PENALTY, float),
+    ("n", REQUEST_CHOICE_COUNT, int),
+)
+_MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+# Hermes provider ids (and aliases) -> gen_ai.provider.name well-known values.
+_PROVIDERS = {
+    "openai": "openai",
+    "openai-codex": "openai",
+    "anthropic": "anthropic",
+    "claude": "anthropic",
+    "gemini": "gcp.gemini",
+    "google": "gcp.gemini",
+    "google-gemini": "gcp.gemini",
+    "vertex": "gcp.vertex_ai",
+    "vertex-ai": "gcp.vertex_ai",
+    "bedrock": "aws.bedrock",
+    "aws-bedrock": "aws.bedrock",
+    "azure": "azure.ai.openai",
+    "azure-openai": "azure.ai.openai",
+    "azure-foundry": "azure.ai.inference",
+    "cohere": "cohere",
+    "deepseek": "deepseek",
+    "groq": "groq",
+    "mistral": "mistral_ai",
+    "perplexity": "perplexity",
+    "xai": "x_ai",
+    "x-ai": "x_ai",
+    "grok": "x_ai",
+    "watsonx": "ibm.watsonx.ai",
+}
+# Hosts of well-known APIs, for `custom` providers pointed at them directly.
+_HOSTS = {
+    "api.openai.com": "openai",
+    "api.anthropic.com": "anthropic",
+    "generativelanguage.googleapis.com": "gcp.gemini",
+    "api.deepseek.com": "deepseek",
+    "api.groq.com": "groq",
+    "api.mistral.ai": "mistral_ai",
+    "api.perplexity.ai": "perplexity",
+    "api.x.ai": "x_ai",
+    "api.cohere.com": "cohere",
+}
+
+
+def provider_name(provider: Any, base_url: Any) -> str:
+    """Map Hermes's provider id (and base_url for `custom`) to gen_ai.provider.name."""
+    pid = str(provider or "").strip().lower()
+    if pid in _PROVIDERS:
+        return _PROVIDERS[pid]
+    host = _host_port(base_url)[0]
+    if host:
+        if host in _HOSTS:
+            return _HOSTS[host]
+        if host.endswith(".openai.azure.com"):
+            return "azure.ai.openai"
+        if "bedrock" in host and host.endswith(".amazonaws.com"):
+            return "aws.bedrock"
+    return pid or "unknown"
+
+
+def _host_port(base_url: Any) -> tuple[str | None, int | None]:
+    if not isinstance(base_url, str) or not base_url:
+        return None, None
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+        return parts.hostname, port
+    except ValueError:
+        return None, None
+
+
+def server_attributes(base_url: Any) -> dict[str, Any]:
+    host, port = _host_port(base_url)
+    attrs: dict[str, Any] = {}
+    if host:
+        attrs[SERVER_ADDRESS] = host
+        if port:
+            attrs[SERVER_PORT] = port
+    return attrs
+
+
+def _get(obj: Any, name: str) -> Any:
+    """Attribute or key access that works on SDK objects, namespaces and dicts."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _num(value: Any, kind: type) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return kind(value)
+
+
+def chat_request_attributes(request: Any, context: Mapping[str, Any]) -> dict[str, Any]:
+    """Attributes of one provider attempt from the EFFECTIVE request and the call context."""
+    model = _get(request, "model") if isinstance(request, Mapping) else None
+    model = model or context.get("model")
+    attrs: dict[str, Any] = {
+        OPERATION: OP_CHAT,
+        PROVIDER: provider_name(context.get("provider"), context.get("base_url")),
+    }
+    if model:
+        attrs[REQUEST_MODEL] = str(model)
+    if isinstance(request, Mapping):
+        for key, name, kind in _REQUEST_SCALARS:
+            value = _num(request.get(key), kind)
+            if value is not None:
+                attrs[name] = value
+        for key in _MAX_TOKENS_KEYS:
+            value = _num(request.get(key), int)
+            if value is not None:
+                attrs[REQUEST_MAX_TOKENS] = value
+                break
+        stop = request.get("stop")
+        if isinstance(stop, str):
+            attrs[REQUEST_STOP] = (stop,)
+        elif isinstance(stop, (list, tuple)) and all(isinstance(s, str) for s in stop):
+            attrs[REQUEST_STOP] = tuple(stop)
+        if isinstance(request.get("stream"), bool):
+            attrs[REQUEST_STREAM] = request["stream"]
+    attrs.update(server_attributes(context.get("base_url")))
+    attrs.update(_context_ids(context))
+    if context.get("api_mode"):
+        attrs[API_MODE] = str(context["api_mode"])
+    if context.get("provider"):
+        attrs[HERMES_PROVIDER] = str(context["provider"])
+    return attrs
+
+
+def _context_ids(context: Mapping[str, Any]) -> dict[str, str]:
+    attrs = {}
+    for key, name in (
+        ("session_id", CONVERSATION_ID),
+        ("turn_id", TURN_ID),
+        ("api_request_id", API_REQUEST_ID),
+    ):
+        value = context.get(key)
+        if isinstance(value, str) and value:
+            attrs[name] = value
+    return attrs
+
+
+def chat_response_attributes(response: Any) -> dict[str, Any]:
+    """Best-effort attributes of whatever the provider returned.
+
+    Handles the streaming SimpleNamespace and `ChatCompletion` (chat
+    completions), Anthropic `Message` and Responses-API objects, and dicts of
+    the same shapes. Unknown shapes yield what can be read and nothing else.
+    """
+    attrs: dict[str, Any] = {}
+    if response is None:
+        return attrs
+    if type(response) is SimpleNamespace:
+        # Hermes decides to stream inside the call (the request kwargs do not
+        # say); its streaming path alone returns a SimpleNamespace.
+        attrs[REQUEST_STREAM] = True
+    rid = _get(response, "id")
+    if isinstance(rid, str) and rid:
+        attrs[RESPONSE_ID] = rid
+    model = _get(response, "model")
+    if isinstance(model, str) and model:
+        attrs[RESPONSE_MODEL] = model
+    reasons = _finish_reasons(response)
+    if reasons:
+        attrs[RESPONSE_FINISH_REASONS] = reasons
+    attrs.update(usage_attributes(_get(response, "usage")))
+    return attrs
+
+
+def _finish_reasons(response: Any) -> tuple[str, ...]:
+    choices = _get(response, "choices")
+    if isinstance(choices, (list, tuple)):
+        return tuple(str(r) for c in choices if (r := _get(c, "finish_reason")))
+    for key in ("stop_reason", "status"):  # Anthropic Messages / Responses API
+        value = _get(response, key)
+        if isinstance(value, str) and value:
+            return (value,)
+    return ()
+
+
+def usage_attributes(usage: Any) -> dict[str, int]:
+    """Token usage from OpenAI (prompt/completion), Anthropic and Responses shapes."""
+    if usage is None:
+        return {}
+    attrs: dict[str, int] = {}
+
+    def first(*names: str, within: Any = usage) -> int | None:
+        for name in names:
+            value = _num(_get(within, name), int) if within is not None else None
+            if value is not None:
+                return value
+        return None
+
+    pairs = (
+        (USAGE_INPUT, first("input_tokens", "prompt_tokens")),
+        (USAGE_OUTPUT, first("output_tokens", "completion_tokens")),
+    )
+    prompt_details = _get(usage, "prompt_tokens_details") or _get(usage, "input_tokens_details")
+    output_details = _get(usage, "completion_tokens_details") or _get(usage, "output_tokens_details")
+    cache_read = first("cache_read_input_tokens")
+    if cache_read is None and prompt_details is not None:
+        cache_read = first("cached_tokens", within=prompt_details)
+    cache_write = first("cache_creation_input_tokens")
+    if cache_write is None and prompt_details is not None:
+        cache_write = first("cache_write_tokens", "cache_creation_tokens", within=prompt_details)
+    reasoning = first("reasoning_tokens", within=output_details) if output_details is not None else None
+    for name, value in (
+        *pairs,
+        (USAGE_CACHE_READ, cache_read),
+        (USAGE_CACHE_WRITE, cache_write),
+        (USAGE_REASONING, reasoning),
+    ):
+        if value is not None:
+            attrs[name] = value
+    return attrs
+
+
+def tool_attributes(tool_name: Any, context: Mapping[str, Any]) -> dict[str, Any]:
+    attrs: dict[str, Any] = {OPERATION: OP_TOOL, TOOL_TYPE: "function"}
+    if isinstance(tool_name, str) and tool_name:
+        attrs[TOOL_NAME] = tool_name
+    call_id = context.get("tool_call_id")
+    if isinstance(call_id, str) and call_id:
+        attrs[TOOL_CALL_ID] = call_id
+    attrs.update(_context_ids(context))
+    return attrs
+
+
+def turn_attributes(session_id: str, turn_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+    attrs: dict[str, Any] = {OPERATION: OP_AGENT, AGENT_NAME: AGENT, TURN_ID: turn_id}
+    if session_id:
+        attrs[CONVERSATION_ID] = session_id
+    task_id = payload.get("task_id")
+    if isinstance(task_id, str) and task_id:
+        attrs[TASK_ID] = task_id
+    platform = payload.get("platform")
+    if isinstance(platform, str) and platform:
+        attrs[PLATFORM] = platform
+    model = payload.get("model")
+    if isinstance(model, str) and model:
+        attrs[REQUEST_MODEL] = model
+    return attrs
+
+
+def error_attributes(exc: BaseException) -> dict[str, Any]:
+    """`error.type` is the exception class; an HTTP status, when the error has one, rides along."""
+    attrs: dict[str, Any] = {ERROR_TYPE: type(exc).__qualname__}
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        attrs[HTTP_STATUS] = status
+    return attrs

@@ -1,0 +1,253 @@
+"""Our own Tracer/Meter/Logger providers, built from :class:`Settings`.
+
+We never install global providers: another library's (or the user's) global
+setup stays untouched, and ours cannot be replaced behind our back. To share
+providers instead, pass them to :func:`hermes_otel.runtime.use_providers`.
+
+Everything that touches the network or disk runs on the SDK's batch worker
+threads; the agent's thread only enqueues. Shutdown is bounded: the SDK's
+own unbounded at-exit shutdown is disabled and ours runs with a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    ALWAYS_ON,
+    ParentBased,
+    Sampler,
+    TraceIdRatioBased,
+)
+
+from hermes_otel.config import OTLPTarget, Settings
+from hermes_otel.exporters.file import (
+    JsonFileLogExporter,
+    JsonFileMetricExporter,
+    JsonFileSpanExporter,
+    RotatingJsonLinesWriter,
+    file_paths,
+)
+from hermes_otel.version import __version__
+
+SCOPE = "hermes_otel"
+# One id per process: restarts are distinguishable, reloads are not.
+INSTANCE_ID = str(uuid.uuid4())
+
+
+def hermes_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("hermes-agent")
+    except Exception:  # noqa: BLE001 - Hermes may be absent (CLI tools, tests)
+        return None
+
+
+def build_resource(settings: Settings) -> Resource:
+    attrs: dict[str, Any] = {
+        "service.name": settings.service_name,
+        "service.version": hermes_version() or "unknown",
+        "service.instance.id": INSTANCE_ID,
+        "host.name": socket.gethostname(),
+        "process.pid": os.getpid(),
+        "hermes.otel.version": __version__,
+    }
+    if hermes_version():
+        attrs["hermes.version"] = hermes_version()
+    attrs.update(settings.resource_attributes)
+    attrs["service.name"] = settings.service_name  # the setting wins over a resource attribute
+    # Resource(...) rather than Resource.create(...): the environment was
+    # already applied by config with our documented precedence.
+    return Resource.create({}).merge(Resource(attrs))
+
+
+def build_sampler(settings: Settings) -> Sampler:
+    name, ratio = settings.sampler_name, settings.sampler_arg
+    base = {"always_on": ALWAYS_ON, "always_off": ALWAYS_OFF}
+    if name in base:
+        return base[name]
+    if name == "traceidratio":
+        return TraceIdRatioBased(ratio)
+    if name == "parentbased_always_off":
+        return ParentBased(ALWAYS_OFF)
+    if name == "parentbased_traceidratio":
+        return ParentBased(TraceIdRatioBased(ratio))
+    return ParentBased(ALWAYS_ON)
+
+
+def _otlp_exporter(signal: str, target: OTLPTarget):
+    """Exporter for one signal; imported lazily so an unused transport costs nothing."""
+    gzip = target.compression == "gzip"
+    if target.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc import Compression as GrpcCompression
+
+        module = {
+            "traces": "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+            "logs": "opentelemetry.exporter.otlp.proto.grpc._log_exporter",
+            "metrics": "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
+        }[signal]
+        compression = GrpcCompression.Gzip if gzip else GrpcCompression.NoCompression
+        insecure = target.endpoint.startswith("http://")
+        kwargs = {"insecure": insecure}
+    else:
+        from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
+
+        module = {
+            "traces": "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+            "logs": "opentelemetry.exporter.otlp.proto.http._log_exporter",
+            "metrics": "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+        }[signal]
+        compression = HttpCompression.Gzip if gzip else HttpCompression.NoCompression
+        kwargs = {}
+    cls_name = {"traces": "OTLPSpanExporter", "logs": "OTLPLogExporter", "metrics": "OTLPMetricExporter"}[signal]
+    cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
+    return cls(
+        endpoint=target.endpoint,
+        headers=dict(target.headers),
+        timeout=target.timeout_s,
+        compression=compression,
+        **kwargs,
+    )
+
+
+@dataclass
+class Telemetry:
+    """The providers of one configuration, and their bounded lifecycle."""
+
+    settings: Settings
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    logger_provider: LoggerProvider
+    owned: bool = True  # False when the providers were handed to us
+
+    @property
+    def tracer(self):
+        return self.tracer_provider.get_tracer(SCOPE, __version__)
+
+    @property
+    def meter(self):
+        return self.meter_provider.get_meter(SCOPE, __version__)
+
+    @property
+    def logger(self):
+        return self.logger_provider.get_logger(SCOPE, __version__)
+
+    def force_flush(self, timeout_s: float) -> bool:
+        """Flush all signals; returns False when the deadline passed first."""
+        return _within(timeout_s, self._flush_all)
+
+    def shutdown(self, timeout_s: float) -> bool:
+        if not self.owned:
+            return self.force_flush(timeout_s)
+        return _within(timeout_s, self._shutdown_all)
+
+    def _flush_all(self, timeout_ms: int) -> None:
+        self.tracer_provider.force_flush(timeout_ms)
+        self.logger_provider.force_flush(timeout_ms)
+        self.meter_provider.force_flush(timeout_ms)
+
+    def _shutdown_all(self, timeout_ms: int) -> None:
+        self.tracer_provider.shutdown()
+        self.logger_provider.shutdown()
+        self.meter_provider.shutdown(timeout_millis=timeout_ms)
+
+
+def _within(timeout_s: float, work) -> bool:
+    """Run `work` on a daemon thread and wait at most `timeout_s` for it.
+
+    A hung collector can keep an exporter busy far beyond our budget; the
+    daemon thread lets the process exit anyway.
+    """
+    timeout_ms = max(int(timeout_s * 1000), 1)
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            work(timeout_ms)
+        except Exception:  # noqa: BLE001 - flushing is best-effort
+            pass
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="hermes-otel-flush", daemon=True).start()
+    return done.wait(timeout_s)
+
+
+def _span_exporters(settings: Settings, writers: dict[str, RotatingJsonLinesWriter]) -> list[SpanExporter]:
+    exporters: list[SpanExporter] = []
+    if "traces" in settings.otlp:
+        exporters.append(_otlp_exporter("traces", settings.otlp["traces"]))
+    if "traces" in writers:
+        exporters.append(JsonFileSpanExporter(writers["traces"]))
+    if settings.console:
+        exporters.append(ConsoleSpanExporter(out=sys.stderr))
+    return exporters
+
+
+def build(settings: Settings) -> Telemetry:
+    """Providers, processors and exporters for `settings` (no globals touched)."""
+    resource = build_resource(settings)
+    writers = {}
+    if settings.file_signals:
+        paths = file_paths(settings.file_directory)
+        writers = {
+            signal: RotatingJsonLinesWriter(paths[signal], settings.file_max_bytes, settings.file_backups)
+            for signal in settings.file_signals
+        }
+    tracer_provider = TracerProvider(resource=resource, sampler=build_sampler(settings), shutdown_on_exit=False)
+    for exporter in _span_exporters(settings, writers):
+        tracer_provider.add_span_processor(
+            BatchSpanProcessor(
+                exporter,
+                max_queue_size=settings.bsp_max_queue_size,
+                schedule_delay_millis=settings.bsp_schedule_delay_ms,
+                max_export_batch_size=settings.bsp_max_export_batch_size,
+                export_timeout_millis=settings.bsp_export_timeout_ms,
+            )
+        )
+
+    logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+    log_exporters: list[LogRecordExporter] = []
+    if settings.logs_enabled:
+        if "logs" in settings.otlp:
+            log_exporters.append(_otlp_exporter("logs", settings.otlp["logs"]))
+        if "logs" in writers:
+            log_exporters.append(JsonFileLogExporter(writers["logs"]))
+    for exporter in log_exporters:
+        logger_provider.add_log_record_processor(
+            BatchLogRecordProcessor(
+                exporter,
+                max_queue_size=settings.bsp_max_queue_size,
+                schedule_delay_millis=settings.bsp_schedule_delay_ms,
+                max_export_batch_size=settings.bsp_max_export_batch_size,
+                export_timeout_millis=settings.bsp_export_timeout_ms,
+            )
+        )
+
+    metric_exporters: list[MetricExporter] = []
+    if settings.metrics_enabled:
+        if "metrics" in settings.otlp:
+            metric_exporters.append(_otlp_exporter("metrics", settings.otlp["metrics"]))
+        if "metrics" in writers:
+            metric_exporters.append(JsonFileMetricExporter(writers["metrics"]))
+    readers = [
+        PeriodicExportingMetricReader(exporter, export_interval_millis=settings.metric_export_interval_ms)
+        for exporter in metric_exporters
+    ]
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    return Telemetry(settings, tracer_provider, meter_provider, logger_provider)

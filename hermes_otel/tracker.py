@@ -1,0 +1,311 @@
+"""Span lifecycle for turns, provider attempts and tool calls.
+
+The tracker correlates by Hermes's own ids only (`turn_id`, `api_request_id`,
+`tool_call_id`), never by task id or tool name, so parallel tools and
+concurrent sessions cannot cross. State is bounded: the oldest open turn is
+ended (with `hermes.turn.end_reason=evicted`) when the cap is reached.
+
+Every public method fails open: the wrappers and hooks that call it rely on
+it never raising (see :func:`hermes_otel.safety.guard`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.metrics import Meter
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+
+from hermes_otel import semconv as sc
+
+# Advisory bucket boundaries from the GenAI semantic conventions.
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+AGENT_BUCKETS = tuple(0.1 * 2**i for i in range(13))
+
+
+@dataclass
+class Turn:
+    span: Span
+    context: otel_context.Context
+    session_id: str
+    started: float = field(default_factory=time.monotonic)
+    attempts: dict[str, int] = field(default_factory=dict)  # api_request_id -> attempts so far
+
+
+@dataclass
+class Call:
+    """An open chat or tool span plus what its end needs."""
+
+    span: Span
+    started: float
+    metric_attrs: dict[str, Any]
+    turn_id: str = ""
+    call_id: str = ""
+    end_ns: int | None = None  # set when the call returned but its outcome hook has not arrived
+    outcome_seen: bool = False
+
+
+class Tracker:
+    def __init__(self, tracer: trace.Tracer, meter: Meter | None = None, *, max_turns: int = 1024) -> None:
+        self._tracer = tracer
+        self._lock = threading.Lock()
+        self._turns: OrderedDict[str, Turn] = OrderedDict()
+        self._last_root: OrderedDict[str, trace.SpanContext] = OrderedDict()  # session -> previous turn root
+        self._tools: OrderedDict[str, Call] = OrderedDict()  # tool_call_id -> open execute_tool span
+        self._max_turns = max_turns
+        self._metrics = _Instruments(meter) if meter is not None else None
+
+    # -- turns ---------------------------------------------------------------
+
+    def turn(self, turn_id: Any, session_id: Any, payload: Mapping[str, Any]) -> Turn | None:
+        """The open turn for `turn_id`, started now if this is its first sign of life."""
+        if not isinstance(turn_id, str) or not turn_id:
+            return None
+        with self._lock:
+            existing = self._turns.get(turn_id)
+            if existing is not None:
+                return existing
+            session = session_id if isinstance(session_id, str) else ""
+            previous = self._last_root.get(session) if session else None
+            links = [Link(previous, {"hermes.link.type": "previous_turn"})] if previous else None
+            span = self._tracer.start_span(
+                f"{sc.OP_AGENT} {sc.AGENT}",
+                context=otel_context.Context(),  # one trace per turn
+                kind=SpanKind.INTERNAL,
+                attributes=sc.turn_attributes(session, turn_id, payload),
+                links=links,
+            )
+            turn = Turn(span, trace.set_span_in_context(span), session)
+            self._turns[turn_id] = turn
+            if session:
+                self._last_root[session] = span.get_span_context()
+                self._last_root.move_to_end(session)
+                while len(self._last_root) > self._max_turns:
+                    self._last_root.popitem(last=False)
+            evicted = self._turns.popitem(last=False)[1] if len(self._turns) > self._max_turns else None
+        if evicted is not None:
+            evicted.span.set_attribute(sc.TURN_END_REASON, "evicted")
+            evicted.span.end()
+        return turn
+
+    def end_turn(self, turn_id: Any, payload: Mapping[str, Any]) -> None:
+        if not isinstance(turn_id, str):
+            return
+        with self._lock:
+            turn = self._turns.pop(turn_id, None)
+            leftovers = [c for c in self._tools.values() if c.turn_id == turn_id]
+        for call in leftovers:
+            self._end_tool(call)
+        if turn is None:
+            return
+        span = turn.span
+        completed = payload.get("completed")
+        interrupted = payload.get("interrupted")
+        if isinstance(completed, bool):
+            span.set_attribute(sc.TURN_COMPLETED, completed)
+        if isinstance(interrupted, bool):
+            span.set_attribute(sc.TURN_INTERRUPTED, interrupted)
+        if interrupted is True:
+            span.set_status(Status(StatusCode.ERROR, "interrupted"))
+        elif completed is False:
+            span.set_status(Status(StatusCode.ERROR, "incomplete"))
+        span.end()
+        if self._metrics is not None:
+            self._metrics.agent_duration.record(
+                time.monotonic() - turn.started, {sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: sc.AGENT}
+            )
+
+    def end_all(self, reason: str) -> None:
+        """End every open span (session finalize / shutdown): nothing is leaked."""
+        with self._lock:
+            turns, self._turns = list(self._turns.values()), OrderedDict()
+            tools, self._tools = list(self._tools.values()), OrderedDict()
+        for call in tools:
+            call.span.end(end_time=call.end_ns)
+        for turn in turns:
+            turn.span.set_attribute(sc.TURN_END_REASON, reason)
+            turn.span.end()
+
+    def open_turns(self) -> int:
+        return len(self._turns)
+
+    def adopt(self, other: "Tracker") -> None:
+        """Take over another tracker's open state (configuration reload)."""
+        with other._lock:
+            turns, last_root, tools = other._turns, other._last_root, other._tools
+            other._turns, other._last_root, other._tools = OrderedDict(), OrderedDict(), OrderedDict()
+        with self._lock:
+            self._turns.update(turns)
+            self._last_root.update(last_root)
+            self._tools.update(tools)
+
+    # -- provider attempts -----------------------------------------------------
+
+    def start_chat(self, request: Any, context: Mapping[str, Any]) -> Call:
+        attrs = sc.chat_request_attributes(request, context)
+        turn = self.turn(context.get("turn_id"), context.get("session_id"), context)
+        api_request_id = context.get("api_request_id")
+        if turn is not None and isinstance(api_request_id, str) and api_request_id:
+            with self._lock:
+                attempt = turn.attempts.get(api_request_id, 0) + 1
+                turn.attempts[api_request_id] = attempt
+            attrs[sc.API_ATTEMPT] = attempt
+        model = attrs.get(sc.REQUEST_MODEL, "")
+        span = self._tracer.start_span(
+            f"{sc.OP_CHAT} {model}".strip(),
+            context=turn.context if turn is not None else None,
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+        )
+        metric_attrs = {k: attrs[k] for k in (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDRESS) if k in attrs}
+        return Call(span, time.monotonic(), metric_attrs)
+
+    def finish_chat(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
+        span = call.span
+        if error is not None:
+            _record_error(span, error)
+            call.metric_attrs[sc.ERROR_TYPE] = type(error).__qualname__
+        else:
+            attrs = sc.chat_response_attributes(response)
+            span.set_attributes(attrs)
+            if self._metrics is not None:
+                if sc.RESPONSE_MODEL in attrs:
+                    call.metric_attrs[sc.RESPONSE_MODEL] = attrs[sc.RESPONSE_MODEL]
+                for token_type, key in (("input", sc.USAGE_INPUT), ("output", sc.USAGE_OUTPUT)):
+                    if key in attrs:
+                        self._metrics.tokens.record(attrs[key], {**call.metric_attrs, "gen_ai.token.type": token_type})
+        span.end()
+        if self._metrics is not None:
+            self._metrics.operation_duration.record(time.monotonic() - call.started, call.metric_attrs)
+
+    # -- tool calls ----------------------------------------------------------
+
+    def start_tool(self, tool_name: Any, context: Mapping[str, Any]) -> Call:
+        attrs = sc.tool_attributes(tool_name, context)
+        turn = self.turn(context.get("turn_id"), context.get("session_id"), context)
+        span = self._tracer.start_span(
+            f"{sc.OP_TOOL} {attrs.get(sc.TOOL_NAME, '')}".strip(),
+            context=turn.context if turn is not None else None,
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+        )
+        call = Call(
+            span,
+            time.monotonic(),
+            {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs},
+            turn_id=context.get("turn_id") or "",
+            call_id=context.get("tool_call_id") or "",
+        )
+        call_id = call.call_id
+        if isinstance(call_id, str) and call_id:
+            with self._lock:
+                self._tools[call_id] = call
+                while len(self._tools) > self._max_turns:
+                    self._end_tool(self._tools.popitem(last=False)[1])
+        return call
+
+    def tool_outcome(self, payload: Mapping[str, Any]) -> None:
+        """`post_tool_call`: Hermes's verdict on the call (ok | error | blocked | cancelled).
+
+        It may arrive after the execution chain returned (the span then waits,
+        with its end time already fixed) or for a call that never ran (blocked
+        before execution: a span is made for it so the block is visible).
+        """
+        call_id = payload.get("tool_call_id")
+        with self._lock:
+            call = self._tools.get(call_id) if isinstance(call_id, str) and call_id else None
+        if call is None:
+            call = self._instant_tool(payload)
+        status = payload.get("status")
+        if isinstance(status, str) and status:
+            call.span.set_attribute(sc.TOOL_STATUS, status)
+            if status != "ok":
+                error_type = payload.get("error_type")
+                call.span.set_attribute(sc.ERROR_TYPE, error_type if isinstance(error_type, str) and error_type else status)
+                call.metric_attrs[sc.ERROR_TYPE] = status
+                message = payload.get("error_message")
+                call.span.set_status(Status(StatusCode.ERROR, message if isinstance(message, str) else status))
+        call.outcome_seen = True
+        if call.end_ns is not None:
+            self._end_tool(call)
+
+    def _instant_tool(self, payload: Mapping[str, Any]) -> Call:
+        duration_ms = payload.get("duration_ms")
+        now = time.time_ns()
+        start = now - int(duration_ms * 1e6) if isinstance(duration_ms, (int, float)) and duration_ms > 0 else now
+        attrs = sc.tool_attributes(payload.get("tool_name"), payload)
+        turn = self.turn(payload.get("turn_id"), payload.get("session_id"), payload)
+        span = self._tracer.start_span(
+            f"{sc.OP_TOOL} {attrs.get(sc.TOOL_NAME, '')}".strip(),
+            context=turn.context if turn is not None else None,
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=start,
+        )
+        metric_attrs = {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs}
+        return Call(span, time.monotonic(), metric_attrs, end_ns=now)
+
+    def finish_tool(self, call: Call, context: Mapping[str, Any], error: BaseException | None = None) -> None:
+        if error is not None:
+            _record_error(call.span, error)
+            call.metric_attrs[sc.ERROR_TYPE] = type(error).__qualname__
+        call.end_ns = time.time_ns()
+        with self._lock:
+            pending = bool(call.call_id) and self._tools.get(call.call_id) is call and not call.outcome_seen
+        if not pending:
+            self._end_tool(call)
+
+    def _end_tool(self, call: Call) -> None:
+        with self._lock:
+            if call.call_id and self._tools.get(call.call_id) is call:
+                del self._tools[call.call_id]
+        call.span.end(end_time=call.end_ns)
+        if self._metrics is not None:
+            ended = (call.end_ns or time.time_ns()) / 1e9
+            self._metrics.tool_duration.record(max(ended - _wall(call.started), 0.0), call.metric_attrs)
+
+
+def _wall(monotonic_start: float) -> float:
+    """Wall-clock time of a monotonic reading (for durations that end at a wall timestamp)."""
+    return time.time() - (time.monotonic() - monotonic_start)
+
+
+def _record_error(span: Span, error: BaseException) -> None:
+    span.set_attributes(sc.error_attributes(error))
+    span.record_exception(error, escaped=True)
+    span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"[:512]))
+
+
+class _Instruments:
+    def __init__(self, meter: Meter) -> None:
+        self.operation_duration = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.tokens = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Number of input and output tokens used",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self.tool_duration = meter.create_histogram(
+            "gen_ai.execute_tool.duration",
+            unit="s",
+            description="Tool call duration",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.agent_duration = meter.create_histogram(
+            "gen_ai.invoke_agent.duration",
+            unit="s",
+            description="Agent turn duration",
+            explicit_bucket_boundaries_advisory=AGENT_BUCKETS,
+        )
