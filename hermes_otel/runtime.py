@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from hermes_otel import _log, telemetry
 from hermes_otel.config import Settings
+from hermes_otel.exporters.health import health
 from hermes_otel.tracker import Tracker
 
 _MAX_RETIRED = 2
@@ -127,7 +128,7 @@ def shutdown() -> None:
     budget = live.settings.flush_timeout_s if live is not None else 2.0
     deadline = time.monotonic() + budget
     for item in [live, *retired]:  # one shared budget, not one per provider set
-        if item is not None and not item.shutdown(max(deadline - time.monotonic(), 0.001)):
+        if item is not None and not item.shutdown(max(deadline - time.monotonic(), 0.001)) and not health.any_failing():
             _log.once(
                 "shutdown-timeout",
                 "hermes-otel: export did not finish within %.1fs at exit; unsent telemetry was dropped",

@@ -15,6 +15,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,13 @@ from hermes_otel.exporters.file import (
     JsonFileSpanExporter,
     RotatingJsonLinesWriter,
     file_paths,
+)
+from hermes_otel.exporters.health import (
+    GuardedLogExporter,
+    GuardedMetricExporter,
+    GuardedSpanExporter,
+    health,
+    install_log_filter,
 )
 from hermes_otel.version import __version__
 
@@ -116,13 +124,15 @@ def _otlp_exporter(signal: str, target: OTLPTarget):
         kwargs = {}
     cls_name = {"traces": "OTLPSpanExporter", "logs": "OTLPLogExporter", "metrics": "OTLPMetricExporter"}[signal]
     cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
-    return cls(
+    inner = cls(
         endpoint=target.endpoint,
         headers=dict(target.headers),
         timeout=target.timeout_s,
         compression=compression,
         **kwargs,
     )
+    guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
+    return guard(inner, target.endpoint)
 
 
 @dataclass
@@ -171,10 +181,15 @@ def _within(timeout_s: float, work) -> bool:
     """Run `work` on a daemon thread and wait at most `timeout_s` for it.
 
     A hung collector can keep an exporter busy far beyond our budget; the
-    daemon thread lets the process exit anyway.
+    daemon thread lets the process exit anyway. When an endpoint is failing
+    (or starts failing while we wait) waiting is pointless: the exporter is
+    only sleeping out its retry backoff, so we stop waiting at once.
     """
     timeout_ms = max(int(timeout_s * 1000), 1)
     done = threading.Event()
+    started = time.monotonic()
+    if health.any_failing():
+        timeout_s = min(timeout_s, 0.05)
 
     def run() -> None:
         try:
@@ -185,7 +200,11 @@ def _within(timeout_s: float, work) -> bool:
             done.set()
 
     threading.Thread(target=run, name="hermes-otel-flush", daemon=True).start()
-    return done.wait(timeout_s)
+    deadline = started + timeout_s
+    while not done.wait(min(0.01, max(deadline - time.monotonic(), 0))):
+        if time.monotonic() >= deadline or health.failing_since(started):
+            return False
+    return True
 
 
 def _span_exporters(settings: Settings, writers: dict[str, RotatingJsonLinesWriter]) -> list[SpanExporter]:
@@ -202,6 +221,8 @@ def _span_exporters(settings: Settings, writers: dict[str, RotatingJsonLinesWrit
 def build(settings: Settings) -> Telemetry:
     """Providers, processors and exporters for `settings` (no globals touched)."""
     resource = build_resource(settings)
+    if settings.otlp:
+        install_log_filter()
     writers = {}
     if settings.file_signals:
         paths = file_paths(settings.file_directory)

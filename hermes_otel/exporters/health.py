@@ -1,0 +1,208 @@
+"""Export health: one clear message for a failing endpoint, counted drops, no waiting on a dead one.
+
+The OTLP exporters retry transient failures with backoff and log a warning
+per attempt. Wrapped in :class:`Guarded*Exporter`, our exporters instead:
+
+* report the first failure per endpoint once, clearly, at WARNING (repeats
+  at DEBUG) — the SDK's own per-attempt warnings are suppressed, but only
+  those raised inside OUR exports (a thread-local marks them), so another
+  OpenTelemetry pipeline in the process keeps its logs;
+* count what they drop (``ExportHealth.dropped``);
+* tell the flush at session finalize / exit that the endpoint is failing, so
+  it does not wait out the retry backoff on the agent's way out.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from typing import Any, Sequence
+
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from hermes_otel import _log
+
+# Loggers the OTLP exporters (http and grpc) report retries and failures on.
+EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.common.http",
+    "opentelemetry.exporter.otlp.proto.http._common",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.http._log_exporter",
+    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
+)
+
+_current = threading.local()  # .export = (signal, endpoint) while one of our exports runs
+
+
+class ExportHealth:
+    """Process-wide record of failing exports; cheap to query from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failing: dict[str, float] = {}  # endpoint -> monotonic time of the last failure
+        self.dropped: Counter[str] = Counter()  # signal -> items dropped after failed exports
+
+    def failure(self, signal: str, endpoint: str, reason: str) -> None:
+        with self._lock:
+            self._failing[endpoint] = time.monotonic()
+        collector = _collector(endpoint)  # one message per collector, not per signal
+        _log.once(
+            f"export-failing:{collector}",
+            "hermes-otel: cannot export to %s (%s, first seen exporting %s); telemetry is dropped while "
+            "this lasts (Hermes is unaffected; repeats are logged at DEBUG)",
+            collector,
+            reason,
+            signal,
+        )
+
+    def success(self, endpoint: str) -> None:
+        if endpoint in self._failing:
+            with self._lock:
+                self._failing.pop(endpoint, None)
+            _log.logger.info("hermes-otel: export to %s recovered", endpoint)
+
+    def failing_since(self, since: float) -> bool:
+        """True when some endpoint failed at or after monotonic time `since`."""
+        return any(t >= since for t in list(self._failing.values()))
+
+    def any_failing(self) -> bool:
+        return bool(self._failing)
+
+
+health = ExportHealth()
+
+
+class _SuppressOurRetries(logging.Filter):
+    """Turn the SDK's per-attempt warnings inside our exports into one health report."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        active = getattr(_current, "export", None)
+        if active is None or record.levelno < logging.WARNING:
+            return True
+        signal, endpoint = active
+        message = record.getMessage()
+        health.failure(signal, endpoint, _short_reason(message))
+        _log.logger.debug("hermes-otel: %s exporter: %s", signal, message)
+        return False
+
+
+_filter = _SuppressOurRetries()
+
+
+def install_log_filter() -> None:
+    """Idempotent: logging keeps one instance of a filter per logger."""
+    for name in EXPORTER_LOGGERS:
+        logger = logging.getLogger(name)
+        if _filter not in logger.filters:
+            logger.addFilter(_filter)
+
+
+def _collector(endpoint: str) -> str:
+    parts = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
+    host = parts.hostname or endpoint
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}" if parts.scheme else f"{host}{port}"
+
+
+def _short_reason(message: str) -> str:
+    for marker in ("Connection refused", "timed out", "Name or service not known", "certificate verify failed"):
+        if marker.lower() in message.lower():
+            return marker.lower()
+    return message[:200]
+
+
+class _Guard:
+    """Shared bookkeeping around one inner exporter call."""
+
+    def __init__(self, signal: str, endpoint: str) -> None:
+        self.signal = signal
+        self.endpoint = endpoint
+
+    def run(self, call, count: int, succeeded) -> Any:
+        _current.export = (self.signal, self.endpoint)
+        try:
+            result = call()
+        except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the worker
+            health.failure(self.signal, self.endpoint, f"{type(exc).__name__}: {exc}")
+            health.dropped[self.signal] += count
+            return None
+        finally:
+            _current.export = None
+        if succeeded(result):
+            health.success(self.endpoint)
+        else:
+            health.failure(self.signal, self.endpoint, "export failed")
+            health.dropped[self.signal] += count
+        return result
+
+
+class GuardedSpanExporter(SpanExporter):
+    def __init__(self, inner: SpanExporter, endpoint: str) -> None:
+        self._inner = inner
+        self._guard = _Guard("traces", endpoint)
+
+    def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        result = self._guard.run(lambda: self._inner.export(spans), len(spans), lambda r: r == SpanExportResult.SUCCESS)
+        return result if result is not None else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+
+class GuardedLogExporter(LogRecordExporter):
+    def __init__(self, inner: LogRecordExporter, endpoint: str) -> None:
+        self._inner = inner
+        self._guard = _Guard("logs", endpoint)
+
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        result = self._guard.run(
+            lambda: self._inner.export(batch), len(batch), lambda r: r == LogRecordExportResult.SUCCESS
+        )
+        return result if result is not None else LogRecordExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+
+class GuardedMetricExporter(MetricExporter):
+    def __init__(self, inner: MetricExporter, endpoint: str) -> None:
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self._inner = inner
+        self._guard = _Guard("metrics", endpoint)
+
+    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        points = sum(
+            len(m.data.data_points)
+            for rm in getattr(metrics_data, "resource_metrics", ())
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+        )
+        result = self._guard.run(
+            lambda: self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs),
+            points,
+            lambda r: r == MetricExportResult.SUCCESS,
+        )
+        return result if result is not None else MetricExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self._inner.force_flush(timeout_millis=timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._inner.shutdown(timeout_millis=timeout_millis, **kwargs)

@@ -1,0 +1,102 @@
+"""Running the real hermes-agent 0.19.0: an isolated HERMES_HOME, the CLI, in-process agents.
+
+Hermes reads HERMES_HOME when its modules are imported (importing
+`model_tools` even runs plugin discovery), so in-process use sets it before
+the first Hermes import and keeps one home per test session.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+BIN = Path(sys.executable).parent
+
+
+def write_home(home: Path, base_url: str, *, enable: bool = True) -> Path:
+    """A HERMES_HOME whose model is the fake server; the plugin enabled through config.yaml."""
+    home.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "model:",
+        "  provider: custom",
+        "  default: fake-model",
+        f"  base_url: {base_url}",
+        "  api_key: sk-fake-test-key",
+        "security:",
+        "  tirith_enabled: false",
+        "auxiliary:",
+        "  title_generation:",
+        "    enabled: false",
+    ]
+    if enable:
+        lines += ["plugins:", "  enabled: [hermes_otel]"]
+    (home / "config.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return home
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """The test process's environment without OTEL_/HERMES_ settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
+    env.update(HERMES_HOME=str(home), NO_COLOR="1", PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+@dataclass
+class ChatResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def answer(self) -> str:
+        lines = [line for line in self.stdout.strip().splitlines() if line.strip()]
+        return lines[-1].strip() if lines else ""
+
+
+def hermes_cli(*args: str, env: Mapping[str, str], timeout: float = 120) -> ChatResult:
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(BIN / "hermes"), *args],
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return ChatResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+
+
+def hermes_chat(prompt: str, *, env: Mapping[str, str], toolsets: str = "terminal") -> ChatResult:
+    return hermes_cli(
+        "chat", "-q", prompt, "--provider", "custom", "-m", "fake-model", "-t", toolsets,
+        "--max-turns", "4", "-Q", "--yolo", "--source", "tool",
+        env=env,
+    )
+
+
+def run_agent(base_url: str, prompt: str, **overrides: Any) -> dict:
+    """One in-process turn of a real AIAgent (HERMES_HOME must already be set)."""
+    from run_agent import AIAgent
+
+    kwargs: dict[str, Any] = dict(
+        base_url=base_url,
+        api_key="sk-fake-test-key",
+        provider="custom",
+        model="fake-model",
+        enabled_toolsets=["terminal"],
+        quiet_mode=True,
+        skip_context_files=True,
+        skip_memory=True,
+        max_iterations=4,
+        platform="cli",
+    )
+    kwargs.update(overrides)
+    agent = AIAgent(**kwargs)
+    return agent.run_conversation(prompt)

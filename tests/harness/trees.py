@@ -1,0 +1,29 @@
+"""Span-tree helpers for exact assertions on received traces."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def tree(spans: Sequence[Any]) -> list:
+    """Nested [name, [children...]] lists, children in start order, for one or more traces."""
+    by_parent: dict[Any, list] = {}
+    ids = {s.span_id for s in spans}
+    for span in sorted(spans, key=lambda s: (s.start_ns, s.name)):
+        parent = span.parent_span_id if span.parent_span_id in ids else None
+        by_parent.setdefault(parent, []).append(span)
+
+    def build(parent: Any) -> list:
+        return [[s.name, build(s.span_id)] if by_parent.get(s.span_id) else s.name for s in by_parent.get(parent, [])]
+
+    return build(None)
+
+
+def only(spans: Sequence[Any], name: str) -> Any:
+    matches = [s for s in spans if s.name == name]
+    assert len(matches) == 1, f"expected exactly one {name!r}, found {len(matches)}: {[s.name for s in spans]}"
+    return matches[0]
+
+
+def named(spans: Sequence[Any], name: str) -> list:
+    return sorted((s for s in spans if s.name == name), key=lambda s: s.start_ns)

@@ -1,0 +1,52 @@
+"""Fixtures that run the real hermes-agent in-process with the plugin enabled via its entry point."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from hermes_otel.testing.fake_llm import FakeLLMServer
+from tests.harness.hermes import write_home
+from tests.harness.otlp_receiver import OTLPReceiver
+
+# One HERMES_HOME for the in-process tests of this session, set before any
+# Hermes module is imported (they read it at import time).
+_SESSION_HOME = Path(tempfile.mkdtemp(prefix="hermes-otel-it-"))
+os.environ["HERMES_HOME"] = str(_SESSION_HOME)
+for _key in [k for k in os.environ if k.startswith("OTEL_")]:
+    del os.environ[_key]
+
+
+@pytest.fixture(scope="session")
+def llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        write_home(_SESSION_HOME, server.base_url)
+        yield server
+
+
+@pytest.fixture
+def receiver() -> Iterator[OTLPReceiver]:
+    with OTLPReceiver() as recv:
+        yield recv
+
+
+@pytest.fixture
+def traced(llm: FakeLLMServer, receiver: OTLPReceiver, monkeypatch: pytest.MonkeyPatch):
+    """Plugin discovered by real Hermes (entry point + plugins.enabled), exporting OTLP/HTTP to `receiver`."""
+    from hermes_cli.plugins import discover_plugins, get_plugin_manager
+
+    from hermes_otel import runtime
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "600000")
+    discover_plugins(force=True)
+    loaded = get_plugin_manager()._plugins.get("hermes_otel")
+    assert loaded is not None and loaded.enabled, loaded
+    llm.push()  # nothing; tests push their own script
+    yield runtime
+    runtime.flush(5)

@@ -1,0 +1,127 @@
+"""The `hermes chat` CLI with the plugin enabled the documented way, and the `hermes-otel` CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
+from tests.harness.hermes import BIN, clean_env, hermes_chat, hermes_cli, write_home
+from tests.harness.otlp_receiver import OTLPReceiver
+from tests.harness.trees import tree
+
+pytestmark = pytest.mark.hermes
+
+TOOL_THEN_ANSWER = (Reply.tools(ToolCall("terminal", {"command": "echo cli"}, id="call_cli")), Reply.text("cli ok"))
+EXPECTED_TREE = [["invoke_agent hermes", ["chat fake-model", "execute_tool terminal", "chat fake-model"]]]
+
+
+@pytest.fixture
+def home(tmp_path: Path):
+    """A fresh HERMES_HOME with the plugin enabled by `hermes plugins enable` (the documented step)."""
+    with FakeLLMServer(TOOL_THEN_ANSWER) as server:
+        home = write_home(tmp_path / "home", server.base_url, enable=False)
+        enabled = hermes_cli("plugins", "enable", "hermes_otel", "--no-allow-tool-override", env=clean_env(home))
+        assert enabled.returncode == 0, enabled.stdout + enabled.stderr
+        assert "hermes_otel" in (home / "config.yaml").read_text()
+        yield home, server
+
+
+def hermes_otel_cli(*args: str, env) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "hermes-otel"), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_cli_run_exports_over_otlp_http(home):
+    home_dir, server = home
+    with OTLPReceiver() as receiver:
+        env = clean_env(home_dir, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
+        result = hermes_chat("run echo cli", env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.answer == "cli ok"
+        # Flushed at session finalize / exit: everything is there once the process ended.
+        spans = receiver.wait_for_spans(lambda s: any(x.name == "invoke_agent hermes" for x in s), timeout=5)
+        assert tree(spans) == EXPECTED_TREE
+        assert {s.resource["service.name"] for s in spans} == {"hermes-agent"}
+        assert "/v1/traces" in receiver.paths
+    assert not (home_dir / "otel").exists()  # an endpoint replaces the embedded default
+
+
+def test_cli_run_with_nothing_configured_writes_files_and_view_shows_it(home):
+    home_dir, _ = home
+    env = clean_env(home_dir)
+    result = hermes_chat("run echo cli", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.answer == "cli ok"
+    otel = home_dir / "otel"
+    assert sorted(p.name for p in otel.iterdir()) == ["logs.jsonl", "metrics.jsonl", "traces.jsonl"] or (
+        sorted(p.name for p in otel.iterdir()) == ["metrics.jsonl", "traces.jsonl"]
+    )
+    assert otel.stat().st_mode & 0o777 == 0o700
+    assert (otel / "traces.jsonl").stat().st_mode & 0o777 == 0o600
+    first = json.loads((otel / "traces.jsonl").read_text().splitlines()[0])
+    assert "resourceSpans" in first
+    metrics = [json.loads(line) for line in (otel / "metrics.jsonl").read_text().splitlines()]
+    names = {m["name"] for line in metrics for rm in line["resourceMetrics"] for sm in rm["scopeMetrics"] for m in sm["metrics"]}
+    assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage", "gen_ai.execute_tool.duration"} <= names
+
+    shown = hermes_otel_cli("view", "--ascii", "--width", "120", env=env)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("trace ") and "invoke_agent hermes" in lines[0] and "4 spans" in lines[0]
+    assert [line.split("  ")[0].strip() for line in lines[1:5]] == [
+        "invoke_agent hermes",
+        "|- chat fake-model",
+        "|- execute_tool terminal",
+        "`- chat fake-model",
+    ]
+
+
+def test_broken_plugins_toml_is_reported_once_and_hermes_answers(home):
+    home_dir, _ = home
+    (home_dir / "plugins.toml").write_text(
+        'version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\notlp = { timeout_millis = "soon" }\n'
+    )
+    env = clean_env(home_dir)
+    result = hermes_chat("run echo cli", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.answer == "cli ok"
+    log = (home_dir / "logs" / "agent.log").read_text() if (home_dir / "logs" / "agent.log").exists() else ""
+    text = result.stderr + log
+    expected = (
+        f"{home_dir / 'plugins.toml'}: components[0].config.otlp.timeout_millis: "
+        "expected an integer, found string 'soon'"
+    )
+    assert expected in text
+    assert log.count("hermes-otel configuration:") == 1, log
+    # Telemetry carried on with defaults: the run is in the embedded files.
+    assert (home_dir / "otel" / "traces.jsonl").exists()
+
+
+def test_config_validate_and_doctor(home, tmp_path):
+    home_dir, _ = home
+    good = tmp_path / "good.toml"
+    good.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\nservice_name = "x"\n')
+    bad = tmp_path / "bad.toml"
+    bad.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\nservice_name = 3\n')
+    env = clean_env(home_dir)
+    ok = hermes_otel_cli("config", "validate", str(good), env=env)
+    assert (ok.returncode, ok.stdout.strip()) == (0, f"{good}: valid (1 hermes_otel setting(s))")
+    broken = hermes_otel_cli("config", "validate", str(bad), env=env)
+    assert broken.returncode == 1
+    assert broken.stdout.strip() == f"error: {bad}: components[0].config.service_name: expected a string, found integer 3"
+
+    doctor = hermes_otel_cli("doctor", env={**env, "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20s3cr3t"})
+    assert "s3cr3t" not in doctor.stdout
+    assert "ok    hermes-agent 0.19.0 installed" in doctor.stdout
+    assert "ok    plugin discoverable (entry point)" in doctor.stdout
+    assert f"ok    enabled in {home_dir / 'config.yaml'}" in doctor.stdout
+    # The endpoint defaults to nothing: headers alone do not export, so the doctor is happy.
+    assert doctor.returncode == 0, doctor.stdout
+
+    dead = hermes_otel_cli("doctor", env={**env, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    assert dead.returncode == 1
+    assert "FAIL  traces endpoint http://127.0.0.1:9/v1/traces: not reachable" in dead.stdout
