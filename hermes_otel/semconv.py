@@ -317,7 +317,7 @@ def turn_attributes(session_id: str, turn_id: str, payload: Mapping[str, Any]) -
 
 def error_attributes(exc: BaseException) -> dict[str, Any]:
     """`error.type` is the exception class; an HTTP status, when the error has one, rides along."""
-    attrs: dict[str, Any] = {ERROR_TYPE: type(exc).__qualname__}
+    attrs: dict[str, Any] = {ERROR_TYPE: type(exc).__name__}
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and not isinstance(status, bool):
         attrs[HTTP_STATUS] = status

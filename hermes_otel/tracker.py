@@ -171,7 +171,7 @@ class Tracker:
         span = call.span
         if error is not None:
             _record_error(span, error)
-            call.metric_attrs[sc.ERROR_TYPE] = type(error).__qualname__
+            call.metric_attrs[sc.ERROR_TYPE] = type(error).__name__
         else:
             attrs = sc.chat_response_attributes(response)
             span.set_attributes(attrs)
@@ -255,7 +255,7 @@ class Tracker:
     def finish_tool(self, call: Call, context: Mapping[str, Any], error: BaseException | None = None) -> None:
         if error is not None:
             _record_error(call.span, error)
-            call.metric_attrs[sc.ERROR_TYPE] = type(error).__qualname__
+            call.metric_attrs[sc.ERROR_TYPE] = type(error).__name__
         call.end_ns = time.time_ns()
         with self._lock:
             pending = bool(call.call_id) and self._tools.get(call.call_id) is call and not call.outcome_seen
@@ -280,7 +280,7 @@ def _wall(monotonic_start: float) -> float:
 def _record_error(span: Span, error: BaseException) -> None:
     span.set_attributes(sc.error_attributes(error))
     span.record_exception(error, escaped=True)
-    span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"[:512]))
+    span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:512]))
 
 
 class _Instruments:

@@ -1,0 +1,166 @@
+"""Pure attribute mappings: requests, the response shapes Hermes returns, providers."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from openai.types.chat import ChatCompletion
+from openai.types.completion_usage import CompletionUsage
+
+from hermes_otel import semconv as sc
+
+
+@pytest.mark.parametrize(
+    ("provider", "base_url", "expected"),
+    [
+        ("anthropic", None, "anthropic"),
+        ("openai-codex", None, "openai"),
+        ("gemini", None, "gcp.gemini"),
+        ("custom", "https://api.openai.com/v1", "openai"),
+        ("custom", "https://myres.openai.azure.com/openai", "azure.ai.openai"),
+        ("custom", "http://127.0.0.1:8000/v1", "custom"),
+        ("openrouter", "https://openrouter.ai/api/v1", "openrouter"),
+        (None, None, "unknown"),
+    ],
+)
+def test_provider_name(provider, base_url, expected):
+    assert sc.provider_name(provider, base_url) == expected
+
+
+def test_chat_request_attributes_from_effective_request():
+    request = {
+        "model": "rewritten-model",
+        "messages": [{"role": "user", "content": "secret content never copied"}],
+        "temperature": 0.2,
+        "top_p": 1,
+        "max_completion_tokens": 256,
+        "stop": ["END"],
+        "seed": 7,
+        "stream": True,
+        "n": True,  # a bool is not a count
+    }
+    context = {
+        "model": "configured-model",
+        "provider": "custom",
+        "base_url": "https://api.deepseek.com/v1",
+        "session_id": "s1",
+        "turn_id": "s1:t:abcd",
+        "api_request_id": "s1:t:abcd:api:1",
+        "api_mode": "chat_completions",
+    }
+    assert sc.chat_request_attributes(request, context) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "deepseek",
+        "gen_ai.request.model": "rewritten-model",
+        "gen_ai.request.temperature": 0.2,
+        "gen_ai.request.top_p": 1.0,
+        "gen_ai.request.seed": 7,
+        "gen_ai.request.max_tokens": 256,
+        "gen_ai.request.stop_sequences": ("END",),
+        "gen_ai.request.stream": True,
+        "server.address": "api.deepseek.com",
+        "server.port": 443,
+        "gen_ai.conversation.id": "s1",
+        "hermes.turn.id": "s1:t:abcd",
+        "hermes.api_request.id": "s1:t:abcd:api:1",
+        "hermes.api.mode": "chat_completions",
+        "hermes.provider": "custom",
+    }
+
+
+def test_streaming_namespace_response():
+    usage = CompletionUsage(
+        prompt_tokens=100,
+        completion_tokens=20,
+        total_tokens=120,
+        prompt_tokens_details={"cached_tokens": 64},
+        completion_tokens_details={"reasoning_tokens": 5},
+    )
+    response = SimpleNamespace(
+        id="chatcmpl-1",
+        model="m-2024",
+        choices=[SimpleNamespace(index=0, message=SimpleNamespace(role="assistant", content="hi"), finish_reason="stop")],
+        usage=usage,
+    )
+    assert sc.chat_response_attributes(response) == {
+        "gen_ai.request.stream": True,
+        "gen_ai.response.id": "chatcmpl-1",
+        "gen_ai.response.model": "m-2024",
+        "gen_ai.response.finish_reasons": ("stop",),
+        "gen_ai.usage.input_tokens": 100,
+        "gen_ai.usage.output_tokens": 20,
+        "gen_ai.usage.cache_read.input_tokens": 64,
+        "gen_ai.usage.reasoning.output_tokens": 5,
+    }
+
+
+def test_chat_completion_response():
+    response = ChatCompletion.model_validate(
+        {
+            "id": "cc-9",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "gpt-x",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": None}, "finish_reason": "tool_calls"},
+                {"index": 1, "message": {"role": "assistant", "content": "x"}, "finish_reason": "length"},
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+        }
+    )
+    assert sc.chat_response_attributes(response) == {
+        "gen_ai.response.id": "cc-9",
+        "gen_ai.response.model": "gpt-x",
+        "gen_ai.response.finish_reasons": ("tool_calls", "length"),
+        "gen_ai.usage.input_tokens": 3,
+        "gen_ai.usage.output_tokens": 4,
+    }
+
+
+def test_anthropic_and_responses_shapes():
+    anthropic = {
+        "id": "msg_1",
+        "model": "claude",
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 2, "cache_read_input_tokens": 8, "cache_creation_input_tokens": 1},
+    }
+    assert sc.chat_response_attributes(anthropic) == {
+        "gen_ai.response.id": "msg_1",
+        "gen_ai.response.model": "claude",
+        "gen_ai.response.finish_reasons": ("end_turn",),
+        "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": 2,
+        "gen_ai.usage.cache_read.input_tokens": 8,
+        "gen_ai.usage.cache_creation.input_tokens": 1,
+    }
+    responses = SimpleNamespace(
+        id="resp_1",
+        model="o-x",
+        status="completed",
+        usage=SimpleNamespace(
+            input_tokens=9,
+            output_tokens=3,
+            input_tokens_details=SimpleNamespace(cached_tokens=2),
+            output_tokens_details=SimpleNamespace(reasoning_tokens=1),
+        ),
+    )
+    attrs = sc.chat_response_attributes(responses)
+    assert attrs["gen_ai.response.finish_reasons"] == ("completed",)
+    assert attrs["gen_ai.usage.cache_read.input_tokens"] == 2
+    assert attrs["gen_ai.usage.reasoning.output_tokens"] == 1
+
+
+@pytest.mark.parametrize("junk", [None, 42, "text", object(), {"usage": "lots"}, {"choices": "nope"}])
+def test_unknown_shapes_yield_what_can_be_read(junk):
+    attrs = sc.chat_response_attributes(junk)
+    assert isinstance(attrs, dict)
+    assert all(not k.startswith("gen_ai.usage") for k in attrs)
+
+
+def test_error_attributes():
+    class APIStatusError(Exception):
+        status_code = 503
+
+    assert sc.error_attributes(APIStatusError("x")) == {"error.type": "APIStatusError", "http.response.status_code": 503}
+    assert sc.error_attributes(ValueError("x")) == {"error.type": "ValueError"}

@@ -1,0 +1,151 @@
+"""Span lifecycle with an explicit provider and the in-memory exporter (no global state)."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from hermes_otel.tracker import Tracker
+
+SESSION = "s1"
+TURN = "s1:task:0001"
+
+
+@pytest.fixture
+def env():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    tracker = Tracker(provider.get_tracer("test"), meter_provider.get_meter("test"), max_turns=3)
+    yield tracker, exporter, reader
+    provider.shutdown()
+    meter_provider.shutdown()
+
+
+def ctx(**extra):
+    base = {"session_id": SESSION, "turn_id": TURN, "task_id": "task", "platform": "cli", "model": "m"}
+    base.update(extra)
+    return base
+
+
+def by_name(exporter):
+    return {s.name: s for s in exporter.get_finished_spans()}
+
+
+def test_turn_with_retry_and_late_tool_outcome(env):
+    tracker, exporter, reader = env
+    tracker.turn(TURN, SESSION, ctx())
+    first = tracker.start_chat({"model": "m"}, ctx(api_request_id=f"{TURN}:api:1", provider="openai"))
+
+    class Boom(Exception):
+        status_code = 500
+
+    tracker.finish_chat(first, error=Boom("server exploded"))
+    second = tracker.start_chat({"model": "m"}, ctx(api_request_id=f"{TURN}:api:1", provider="openai"))
+    tracker.finish_chat(second, {"id": "r1", "model": "m", "usage": {"prompt_tokens": 5, "completion_tokens": 2}})
+
+    tool = tracker.start_tool("terminal", ctx(tool_call_id="call_9"))
+    tracker.finish_tool(tool, ctx(tool_call_id="call_9"))
+    assert "execute_tool terminal" not in by_name(exporter)  # waits for post_tool_call
+    tracker.tool_outcome(ctx(tool_call_id="call_9", status="error", error_type="ValueError", error_message="bad"))
+    tracker.end_turn(TURN, {"completed": True, "interrupted": False})
+
+    spans = exporter.get_finished_spans()
+    root = next(s for s in spans if s.name == "invoke_agent hermes")
+    chats = [s for s in spans if s.name == "chat m"]
+    tool_span = next(s for s in spans if s.name == "execute_tool terminal")
+    assert [c.attributes["hermes.api.attempt"] for c in chats] == [1, 2]
+    assert chats[0].status.status_code == StatusCode.ERROR
+    assert chats[0].attributes["error.type"] == "Boom"
+    assert chats[0].attributes["http.response.status_code"] == 500
+    assert chats[0].events[0].name == "exception"
+    assert chats[1].status.status_code == StatusCode.UNSET
+    assert chats[1].kind == SpanKind.CLIENT
+    assert all(s.parent.span_id == root.context.span_id for s in (*chats, tool_span))
+    assert tool_span.attributes["hermes.tool.status"] == "error"
+    assert tool_span.attributes["error.type"] == "ValueError"
+    assert tool_span.status.status_code == StatusCode.ERROR and tool_span.status.description == "bad"
+    assert tool_span.end_time < root.end_time  # its end was fixed when the call returned
+
+    metrics = {
+        m.name: m
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+    assert set(metrics) == {
+        "gen_ai.client.operation.duration",
+        "gen_ai.client.token.usage",
+        "gen_ai.execute_tool.duration",
+        "gen_ai.invoke_agent.duration",
+    }
+    tokens = {dict(p.attributes)["gen_ai.token.type"]: p.sum for p in metrics["gen_ai.client.token.usage"].data.data_points}
+    assert tokens == {"input": 5, "output": 2}
+    durations = metrics["gen_ai.client.operation.duration"].data.data_points
+    assert sorted(dict(p.attributes).get("error.type", "") for p in durations) == ["", "Boom"]
+    assert list(durations)[0].explicit_bounds[:3] == (0.01, 0.02, 0.04)
+
+
+def test_blocked_tool_without_execution_still_shows(env):
+    tracker, exporter, _ = env
+    tracker.turn(TURN, SESSION, ctx())
+    tracker.tool_outcome(ctx(tool_call_id="call_b", tool_name="terminal", status="blocked", duration_ms=3))
+    tracker.end_turn(TURN, {"completed": True})
+    tool = by_name(exporter)["execute_tool terminal"]
+    assert tool.attributes["hermes.tool.status"] == "blocked"
+    assert tool.status.status_code == StatusCode.ERROR
+    assert 2_000_000 <= tool.end_time - tool.start_time <= 4_000_000
+
+
+def test_interrupted_turn_and_links_between_turns(env):
+    tracker, exporter, _ = env
+    tracker.turn("s1:a:1", SESSION, ctx())
+    tracker.end_turn("s1:a:1", {"completed": True, "interrupted": False})
+    tracker.turn("s1:a:2", SESSION, ctx())
+    tracker.end_turn("s1:a:2", {"completed": False, "interrupted": True})
+    first, second = exporter.get_finished_spans()
+    assert second.links[0].context == first.context
+    assert second.status.status_code == StatusCode.ERROR and second.status.description == "interrupted"
+    assert first.context.trace_id != second.context.trace_id
+
+
+def test_state_is_bounded_and_orphans_end_explicitly(env):
+    tracker, exporter, _ = env
+    for i in range(5):
+        tracker.turn(f"s:t:{i}", "s", {})
+    assert tracker.open_turns() == 3
+    evicted = [s for s in exporter.get_finished_spans()]
+    assert [s.attributes["hermes.turn.end_reason"] for s in evicted] == ["evicted", "evicted"]
+    tracker.end_all("shutdown")
+    assert tracker.open_turns() == 0
+    assert len(exporter.get_finished_spans()) == 5
+
+
+def test_parallel_tools_are_kept_apart(env):
+    tracker, exporter, _ = env
+    a = tracker.start_tool("terminal", ctx(tool_call_id="A"))
+    b = tracker.start_tool("terminal", ctx(tool_call_id="B"))
+    tracker.tool_outcome(ctx(tool_call_id="B", status="ok"))
+    tracker.tool_outcome(ctx(tool_call_id="A", status="cancelled"))
+    tracker.finish_tool(b, ctx(tool_call_id="B"))
+    tracker.finish_tool(a, ctx(tool_call_id="A"))
+    spans = {s.attributes["gen_ai.tool.call.id"]: s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")}
+    assert spans["A"].attributes["hermes.tool.status"] == "cancelled"
+    assert spans["B"].attributes["hermes.tool.status"] == "ok"
+    assert spans["B"].status.status_code == StatusCode.UNSET
+
+
+def test_calls_without_a_turn_still_get_spans(env):
+    tracker, exporter, _ = env
+    call = tracker.start_chat(None, {})
+    tracker.finish_chat(call, None)
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "chat" and span.parent is None
+    assert tracker.turn(None, None, {}) is None
