@@ -1,0 +1,168 @@
+"""Everything the package emits, with a description: the source of docs/telemetry.md.
+
+Tests compare what a real Hermes run emits with this catalog, so a new name
+cannot ship undocumented and the docs cannot describe a name we dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hermes_otel import semconv as sc
+from hermes_otel.tracker import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
+
+
+@dataclass(frozen=True)
+class SpanDoc:
+    name: str
+    kind: str
+    description: str
+    attributes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MetricDoc:
+    name: str
+    instrument: str
+    unit: str
+    description: str
+    attributes: tuple[str, ...]
+    buckets: tuple[float, ...] = ()
+
+
+ATTRIBUTES: dict[str, str] = {
+    sc.OPERATION: "`invoke_agent`, `chat` or `execute_tool`.",
+    sc.PROVIDER: "GenAI provider, mapped from Hermes's provider id (and base URL for `custom`).",
+    sc.AGENT_NAME: "Always `hermes`.",
+    sc.CONVERSATION_ID: "Hermes session id; the turns of one session share it.",
+    sc.REQUEST_MODEL: "Model of the effective (possibly rewritten) request.",
+    sc.REQUEST_TEMPERATURE: "Request temperature, when set.",
+    sc.REQUEST_TOP_P: "Request top_p, when set.",
+    sc.REQUEST_TOP_K: "Request top_k, when set.",
+    sc.REQUEST_MAX_TOKENS: "`max_tokens` / `max_completion_tokens` / `max_output_tokens`, when set.",
+    sc.REQUEST_SEED: "Request seed, when set.",
+    sc.REQUEST_STOP: "Stop sequences, when set.",
+    sc.REQUEST_FREQUENCY_PENALTY: "Frequency penalty, when set.",
+    sc.REQUEST_PRESENCE_PENALTY: "Presence penalty, when set.",
+    sc.REQUEST_CHOICE_COUNT: "`n`, when set.",
+    sc.REQUEST_STREAM: "Whether the response was streamed (from the request, or Hermes's streamed response object).",
+    sc.RESPONSE_MODEL: "Model named in the provider's response.",
+    sc.RESPONSE_ID: "Response id.",
+    sc.RESPONSE_FINISH_REASONS: "Finish reason of each choice (or stop reason / status for other APIs).",
+    sc.USAGE_INPUT: "Input (prompt) tokens.",
+    sc.USAGE_OUTPUT: "Output (completion) tokens.",
+    sc.USAGE_CACHE_READ: "Input tokens served from the provider's cache.",
+    sc.USAGE_CACHE_WRITE: "Input tokens written to the provider's cache.",
+    sc.USAGE_REASONING: "Reasoning tokens, when reported.",
+    sc.TOOL_NAME: "Tool name.",
+    sc.TOOL_CALL_ID: "Tool call id from the model's reply.",
+    sc.TOOL_TYPE: "Always `function` for Hermes tools.",
+    sc.SERVER_ADDRESS: "Host of the provider's base URL.",
+    sc.SERVER_PORT: "Port of the provider's base URL.",
+    sc.ERROR_TYPE: "Exception class name, or the tool status (`error`, `blocked`, `cancelled`) / Hermes's `error_type`.",
+    sc.HTTP_STATUS: "HTTP status of a failed provider call, when the error carries one.",
+    sc.TURN_ID: "Hermes turn id (`{session_id}:{task_id}:{8hex}`).",
+    sc.TASK_ID: "Hermes task id.",
+    sc.PLATFORM: "Hermes platform (`cli`, gateway platform name, ...).",
+    sc.API_REQUEST_ID: "Hermes api_request_id (`{turn_id}:api:{n}`); shared by the retries of one request.",
+    sc.API_ATTEMPT: "1, 2, ... for the attempts of the same api_request_id.",
+    sc.API_MODE: "Hermes api_mode (`chat_completions`, `anthropic_messages`, `codex_responses`, ...).",
+    sc.HERMES_PROVIDER: "Hermes's own provider id, verbatim.",
+    sc.TOOL_STATUS: "Hermes's verdict from `post_tool_call`: `ok`, `error`, `blocked` or `cancelled`.",
+    sc.TURN_COMPLETED: "Whether the turn completed (`on_session_end`).",
+    sc.TURN_INTERRUPTED: "Whether the turn was interrupted (`on_session_end`).",
+    sc.TURN_END_REASON: "Why a turn span was ended by us rather than by `on_session_end`: `evicted`, `shutdown`.",
+    "gen_ai.token.type": "`input` or `output` (metric attribute).",
+    "hermes.link.type": "On a turn's span link: `previous_turn`.",
+}
+
+SPANS: tuple[SpanDoc, ...] = (
+    SpanDoc(
+        "invoke_agent hermes",
+        "INTERNAL",
+        "One per user turn, the root of its trace: from the turn's first hook or middleware call to `on_session_end`. "
+        "Links to the previous turn's root of the same session. Status ERROR when interrupted or incomplete.",
+        (sc.OPERATION, sc.AGENT_NAME, sc.CONVERSATION_ID, sc.TURN_ID, sc.TASK_ID, sc.PLATFORM, sc.REQUEST_MODEL,
+         sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON),
+    ),
+    SpanDoc(
+        "chat {gen_ai.request.model}",
+        "CLIENT",
+        "One per provider attempt, around Hermes's whole `llm_execution` chain. A failed attempt is ERROR with an "
+        "`exception` event; retries of the same request share `hermes.api_request.id`.",
+        (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.REQUEST_TEMPERATURE, sc.REQUEST_TOP_P, sc.REQUEST_TOP_K,
+         sc.REQUEST_MAX_TOKENS, sc.REQUEST_SEED, sc.REQUEST_STOP, sc.REQUEST_FREQUENCY_PENALTY,
+         sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_CHOICE_COUNT, sc.REQUEST_STREAM, sc.RESPONSE_MODEL, sc.RESPONSE_ID,
+         sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT, sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
+         sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
+         sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS),
+    ),
+    SpanDoc(
+        "execute_tool {gen_ai.tool.name}",
+        "INTERNAL",
+        "One per tool call, around the `tool_execution` chain (once per call, also for parallel batches, where "
+        "Hermes runs the chain twice). Status from `post_tool_call`; a call blocked before execution still gets one.",
+        (sc.OPERATION, sc.TOOL_NAME, sc.TOOL_CALL_ID, sc.TOOL_TYPE, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
+         sc.TOOL_STATUS, sc.ERROR_TYPE, sc.HTTP_STATUS),
+    ),
+)
+
+_CALL_METRIC_ATTRS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.SERVER_ADDRESS, sc.ERROR_TYPE)
+
+METRICS: tuple[MetricDoc, ...] = (
+    MetricDoc(
+        "gen_ai.client.operation.duration", "histogram", "s", "Duration of each provider attempt.",
+        _CALL_METRIC_ATTRS, DURATION_BUCKETS,
+    ),
+    MetricDoc(
+        "gen_ai.client.token.usage", "histogram", "{token}", "Tokens per provider call, by `gen_ai.token.type`.",
+        (*_CALL_METRIC_ATTRS[:-1], "gen_ai.token.type"), TOKEN_BUCKETS,
+    ),
+    MetricDoc(
+        "gen_ai.execute_tool.duration", "histogram", "s", "Duration of each tool call.",
+        (sc.OPERATION, sc.TOOL_NAME, sc.ERROR_TYPE), DURATION_BUCKETS,
+    ),
+    MetricDoc(
+        "gen_ai.invoke_agent.duration", "histogram", "s", "Duration of each agent turn.",
+        (sc.OPERATION, sc.AGENT_NAME), AGENT_BUCKETS,
+    ),
+)
+
+RESOURCE: dict[str, str] = {
+    "service.name": "`hermes-agent` unless configured.",
+    "service.version": "The installed hermes-agent version.",
+    "service.instance.id": "A UUID per process.",
+    "host.name": "Host name.",
+    "process.pid": "Process id.",
+    "hermes.version": "The installed hermes-agent version.",
+    "hermes.otel.version": "This package's version.",
+}
+
+
+def telemetry_markdown() -> str:
+    out = [
+        "# Telemetry reference",
+        "",
+        "<!-- Generated by `python -m hermes_otel.reference`; do not edit by hand. -->",
+        "",
+        "Names follow the OpenTelemetry GenAI semantic conventions; `hermes.*` names are ours.",
+        "Every name below is emitted by the package, and nothing else is (a test checks both ways).",
+        "",
+        "## Spans",
+        "",
+    ]
+    for span in SPANS:
+        out += [f"### `{span.name}` ({span.kind})", "", span.description, "", "| attribute | meaning |", "|---|---|"]
+        out += [f"| `{a}` | {ATTRIBUTES[a]} |" for a in span.attributes]
+        out.append("")
+    out += ["## Metrics", "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]
+    for m in METRICS:
+        attrs = ", ".join(f"`{a}`" for a in m.attributes)
+        buckets = ", ".join(f"{b:g}" for b in m.buckets)
+        out.append(f"| `{m.name}` | {m.instrument} | `{m.unit}` | {attrs} | {buckets} |")
+    out += ["", "Metric attributes are low-cardinality only: never session, turn, request or call ids.", ""]
+    out += ["## Resource", "", "| attribute | meaning |", "|---|---|"]
+    out += [f"| `{k}` | {v} |" for k, v in RESOURCE.items()]
+    out += ["", "## Attributes", "", "| attribute | meaning |", "|---|---|"]
+    out += [f"| `{k}` | {v} |" for k, v in sorted(ATTRIBUTES.items())]
+    return "\n".join(out) + "\n"
