@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hermes_otel import semconv as sc
-from hermes_otel.tracker import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
+from . import semconv as sc
+from .tracker import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 
 
 @dataclass(frozen=True)

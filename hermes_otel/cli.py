@@ -15,8 +15,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Sequence
 
-from hermes_otel import config, view
-from hermes_otel.version import __version__
+from . import config, view
+from .version import __version__
 
 TESTED_HERMES = "0.19.0"
 DEMO_PROMPT = "Run `echo hello from hermes-otel` in the terminal and tell me what it printed."
@@ -88,7 +88,7 @@ def _hermes_executable() -> str | None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from hermes_otel.testing.fake_llm import FakeLLMServer, demo_script
+    from .testing.fake_llm import FakeLLMServer, demo_script
 
     hermes = _hermes_executable()
     if hermes is None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from hermes_otel.config_schema import (
+from .config_schema import (
     COMPONENT_KIND,
     FIELDS,
     FIELDS_BY_KEY,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from hermes_otel import runtime
-from hermes_otel.safety import safely
+from . import runtime
+from .safety import safely
 
 
 def _on_turn_start(**payload: Any) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hermes_otel import _log, runtime
-from hermes_otel.config import load_settings
-from hermes_otel.hooks import HOOKS
-from hermes_otel.instrumentation.hermes import HermesInstrumentor, fallback_middleware
+from . import _log, runtime
+from .config import load_settings
+from .hooks import HOOKS
+from .instrumentation.hermes import HermesInstrumentor, fallback_middleware
 
 _last_mode: str | None = None
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hermes_otel.catalog import telemetry_markdown
-from hermes_otel.config_schema import COMPONENT_KIND, FIELDS, POLICY_VALUES
+from .catalog import telemetry_markdown
+from .config_schema import COMPONENT_KIND, FIELDS, POLICY_VALUES
 
 _PRECEDENCE = """\
 ## Precedence

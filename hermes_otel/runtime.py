@@ -19,10 +19,10 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
-from hermes_otel import _log, telemetry
-from hermes_otel.config import Settings
-from hermes_otel.exporters.health import health
-from hermes_otel.tracker import Tracker
+from . import _log, telemetry
+from .config import Settings
+from .exporters.health import health
+from .tracker import Tracker
 
 _MAX_RETIRED = 2
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
-from hermes_otel import _log
+from . import _log
 
 T = TypeVar("T")
 

@@ -35,22 +35,22 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
-from hermes_otel.config import OTLPTarget, Settings
-from hermes_otel.exporters.file import (
+from .config import OTLPTarget, Settings
+from .exporters.file import (
     JsonFileLogExporter,
     JsonFileMetricExporter,
     JsonFileSpanExporter,
     RotatingJsonLinesWriter,
     file_paths,
 )
-from hermes_otel.exporters.health import (
+from .exporters.health import (
     GuardedLogExporter,
     GuardedMetricExporter,
     GuardedSpanExporter,
     health,
     install_log_filter,
 )
-from hermes_otel.version import __version__
+from .version import __version__
 
 SCOPE = "hermes_otel"
 # One id per process: restarts are distinguishable, reloads are not.

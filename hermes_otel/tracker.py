@@ -22,7 +22,7 @@ from opentelemetry import trace
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
-from hermes_otel import semconv as sc
+from . import semconv as sc
 
 # Advisory bucket boundaries from the GenAI semantic conventions.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)

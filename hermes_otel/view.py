@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_otel.exporters.otlp_json import DECODE_ERRORS, decode_spans_json
+from .exporters.otlp_json import DECODE_ERRORS, decode_spans_json
 
 __all__ = ["LoadedSpans", "Trace", "group_traces", "load_spans", "render", "select"]
 

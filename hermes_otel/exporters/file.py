@@ -27,7 +27,7 @@ from opentelemetry.sdk.metrics.view import Aggregation
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from hermes_otel.exporters.otlp_json import (
+from ..exporters.otlp_json import (
     encode_logs_json,
     encode_metrics_json,
     encode_spans_json,

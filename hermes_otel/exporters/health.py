@@ -25,7 +25,7 @@ from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportRes
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from hermes_otel import _log
+from .. import _log
 
 # Loggers the OTLP exporters (http and grpc) report retries and failures on.
 EXPORTER_LOGGERS = (

@@ -20,8 +20,8 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from hermes_otel.safety import safely
-from hermes_otel.tracker import Tracker
+from ..safety import safely
+from ..tracker import Tracker
 
 MODULE = "hermes_cli.middleware"
 LLM_RUNNER = "run_llm_execution_middleware"
