@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import semconv as sc
-from .tracker import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
+from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,9 @@ def _register(ctx: Any) -> None:
     tracker = runtime.configure(result.settings)
     if tracker is None:
         mode = "disabled"
-    elif HermesInstrumentor(runtime.current_tracker).instrument():
+    elif (instrumentor := HermesInstrumentor(runtime.current_tracker)).instrument():
         mode = "instrumented"
+        instrumentor.adopt_registered(getattr(ctx, "_manager", None))
     else:
         mode = "middleware"
         for kind, callback in fallback_middleware(runtime.current_tracker).items():

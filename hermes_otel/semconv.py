@@ -62,6 +62,11 @@ OP_CHAT = "chat"
 OP_TOOL = "execute_tool"
 OP_AGENT = "invoke_agent"
 
+# Advisory bucket boundaries from the GenAI semantic conventions.
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+AGENT_BUCKETS = tuple(0.1 * 2**i for i in range(13))
+
 # Request kwargs -> attribute, for the scalar settings we report.
 _REQUEST_SCALARS = (
     ("temperature", REQUEST_TEMPERATURE, float),

@@ -23,11 +23,10 @@ from opentelemetry.metrics import Meter
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from . import semconv as sc
+from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
+from .middleware.contract import LLM_REQUEST, TOOL_REQUEST
+from .middleware.layers import LayerTracer, RequestEvent
 
-# Advisory bucket boundaries from the GenAI semantic conventions.
-DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
-TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
-AGENT_BUCKETS = tuple(0.1 * 2**i for i in range(13))
 
 
 @dataclass
@@ -61,6 +60,29 @@ class Tracker:
         self._tools: OrderedDict[str, Call] = OrderedDict()  # tool_call_id -> open execute_tool span
         self._max_turns = max_turns
         self._metrics = _Instruments(meter) if meter is not None else None
+        self.layers = LayerTracer(tracer, meter)
+        # Request-middleware effects waiting for the span of the call they
+        # affected: ("llm_request", api_request_id) / ("tool_request", tool_call_id).
+        self._pending: OrderedDict[tuple[str, str], list[RequestEvent]] = OrderedDict()
+
+    # -- request middleware ----------------------------------------------------
+
+    def request_pass_done(self, kind: str, context: Mapping[str, Any], events: list[RequestEvent]) -> None:
+        key = context.get("api_request_id" if kind == LLM_REQUEST else "tool_call_id")
+        if not isinstance(key, str) or not key:
+            return
+        with self._lock:
+            self._pending[(kind, key)] = events  # a retry's new pass replaces the last one
+            while len(self._pending) > self._max_turns:
+                self._pending.popitem(last=False)
+
+    def _attach_request_events(self, span: Span, kind: str, key: Any) -> None:
+        if not isinstance(key, str) or not key:
+            return
+        with self._lock:
+            events = self._pending.pop((kind, key), None)
+        for event in events or ():
+            span.add_event(event.name, event.attributes)
 
     # -- turns ---------------------------------------------------------------
 
@@ -164,6 +186,7 @@ class Tracker:
             kind=SpanKind.CLIENT,
             attributes=attrs,
         )
+        self._attach_request_events(span, LLM_REQUEST, api_request_id)
         metric_attrs = {k: attrs[k] for k in (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDRESS) if k in attrs}
         return Call(span, time.monotonic(), metric_attrs)
 
@@ -203,6 +226,7 @@ class Tracker:
             turn_id=context.get("turn_id") or "",
             call_id=context.get("tool_call_id") or "",
         )
+        self._attach_request_events(span, TOOL_REQUEST, call.call_id)
         call_id = call.call_id
         if isinstance(call_id, str) and call_id:
             with self._lock:
@@ -249,6 +273,7 @@ class Tracker:
             attributes=attrs,
             start_time=start,
         )
+        self._attach_request_events(span, TOOL_REQUEST, payload.get("tool_call_id"))
         metric_attrs = {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs}
         return Call(span, time.monotonic(), metric_attrs, end_ns=now)
 

@@ -1,31 +1,48 @@
-"""Instrumentation of Hermes's execution-middleware runners (wrapt).
+"""Instrumentation of Hermes's middleware machinery (wrapt).
 
-Hermes's call sites import `run_llm_execution_middleware` and
-`run_tool_execution_middleware` from `hermes_cli.middleware` at call time, so
-wrapping those module attributes puts a `chat` / `execute_tool` span around
-the WHOLE chain (every layer and the real call) without registering a
-middleware of our own — our wrapper is not a layer and changes nothing.
+Hermes 0.19.0's call sites import the runners from `hermes_cli.middleware` at
+call time, and the runners look `_run_execution_chain` up as a module global,
+so wrapping module attributes is enough:
 
-Where Hermes lacks these functions (other versions), :func:`fallback_middleware`
-gives the same call spans through the public contract instead.
+* `run_llm_execution_middleware` / `run_tool_execution_middleware`: a `chat` /
+  `execute_tool` span around the WHOLE chain — without a middleware of ours;
+* `_run_execution_chain`: each registered layer becomes a span, nested in
+  chain order, with the real call as the innermost span;
+* `apply_llm_request_middleware` / `apply_tool_request_middleware` plus a
+  transparent proxy around each request callback (put in place by
+  `PluginContext.register_middleware`): rewrites and failures become events
+  on the span of the call they affected;
+* `agent.chat_completion_helpers.threading`: the provider request thread
+  Hermes starts inherits our context, so HTTP-client spans nest under `chat`.
+
+Everything passes values and exceptions through untouched. Where Hermes
+lacks these functions (other versions), :func:`fallback_middleware` gives the
+call spans through the public contract instead.
 """
 
 from __future__ import annotations
 
 import contextvars
 import importlib
+import threading
 from typing import Any, Callable
 
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from ..middleware import contract
+from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy
 from ..safety import safely
 from ..tracker import Tracker
 
 MODULE = "hermes_cli.middleware"
+PLUGINS = "hermes_cli.plugins"
+HTTP_THREAD_MODULE = "agent.chat_completion_helpers"
 LLM_RUNNER = "run_llm_execution_middleware"
 TOOL_RUNNER = "run_tool_execution_middleware"
+CHAIN = "_run_execution_chain"
+APPLY = {"apply_llm_request_middleware": contract.LLM_REQUEST, "apply_tool_request_middleware": contract.TOOL_REQUEST}
 _MARK = "_self_hermes_otel"  # wrapt keeps `_self_*` attributes on the proxy itself
 
 # The tool call whose span is open in this context. Hermes runs
@@ -43,45 +60,101 @@ def _tool_key(tool_name: Any, context: dict) -> tuple[str, str]:
     return (call_id if isinstance(call_id, str) else "", tool_name if isinstance(tool_name, str) else "")
 
 
+def _module(name: str):
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - any import failure means "not this Hermes"
+        return None
+
+
+class ContextThread(threading.Thread):
+    """A Thread that runs in a copy of its creator's context (contextvars, so the OTel context)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._hermes_otel_context = contextvars.copy_context()
+
+    def run(self) -> None:
+        self._hermes_otel_context.run(super().run)
+
+
+class _ThreadingWithContext(wrapt.ObjectProxy):
+    """The `threading` module as seen by Hermes's provider-call helpers: Thread carries context."""
+
+    Thread = ContextThread
+
+
 class HermesInstrumentor:
-    """Idempotent `instrument()` / `uninstrument()` of Hermes's middleware runners."""
+    """Idempotent `instrument()` / `uninstrument()` of Hermes's middleware machinery."""
 
     def __init__(self, tracker: TrackerSource) -> None:
         self._tracker = tracker
 
     @staticmethod
     def available() -> bool:
-        try:
-            module = importlib.import_module(MODULE)
-        except Exception:  # noqa: BLE001 - any import failure means "not this Hermes"
-            return False
-        return callable(getattr(module, LLM_RUNNER, None)) and callable(getattr(module, TOOL_RUNNER, None))
+        module = _module(MODULE)
+        return module is not None and all(callable(getattr(module, n, None)) for n in (LLM_RUNNER, TOOL_RUNNER))
 
     @staticmethod
     def is_instrumented() -> bool:
-        module = importlib.import_module(MODULE)
-        return bool(getattr(getattr(module, LLM_RUNNER), _MARK, False))
+        module = _module(MODULE)
+        return module is not None and bool(getattr(_stored(module, LLM_RUNNER), _MARK, False))
 
     def instrument(self) -> bool:
-        """Wrap the runners once per process; returns False when Hermes lacks them."""
+        """Wrap once per process; returns False when Hermes lacks the runners."""
         if not self.available():
             return False
         if self.is_instrumented():
             return True
-        for name, wrapper in ((LLM_RUNNER, self._wrap_llm), (TOOL_RUNNER, self._wrap_tool)):
-            wrapt.wrap_function_wrapper(MODULE, name, wrapper)
-            setattr(getattr(importlib.import_module(MODULE), name), _MARK, True)
+        wrappers: list[tuple[str, str, Callable]] = [
+            (MODULE, LLM_RUNNER, self._wrap_llm),
+            (MODULE, TOOL_RUNNER, self._wrap_tool),
+        ]
+        middleware = _module(MODULE)
+        if callable(getattr(middleware, CHAIN, None)):
+            wrappers.append((MODULE, CHAIN, self._wrap_chain))
+        for name, kind in APPLY.items():
+            if callable(getattr(middleware, name, None)):
+                wrappers.append((MODULE, name, self._apply_wrapper(kind)))
+        plugins = _module(PLUGINS)
+        if plugins is not None and callable(getattr(getattr(plugins, "PluginContext", None), "register_middleware", None)):
+            wrappers.append((PLUGINS, "PluginContext.register_middleware", self._wrap_register))
+        for module, name, wrapper in wrappers:
+            wrapt.wrap_function_wrapper(module, name, wrapper)
+            _set_mark(module, name)
+        helpers = _module(HTTP_THREAD_MODULE)
+        if helpers is not None and getattr(helpers, "threading", None) is threading:
+            helpers.threading = _ThreadingWithContext(threading)
         return True
 
     @staticmethod
     def uninstrument() -> None:
-        if not HermesInstrumentor.available():
+        for module_name, names in (
+            (MODULE, (LLM_RUNNER, TOOL_RUNNER, CHAIN, *APPLY)),
+            (PLUGINS, ("PluginContext.register_middleware",)),
+        ):
+            module = _module(module_name)
+            if module is None:
+                continue
+            for dotted in names:
+                owner, attr = _resolve(module, dotted)
+                current = _stored(owner, attr)
+                if getattr(current, _MARK, False):
+                    setattr(owner, attr, current.__wrapped__)
+        helpers = _module(HTTP_THREAD_MODULE)
+        if helpers is not None and isinstance(getattr(helpers, "threading", None), _ThreadingWithContext):
+            helpers.threading = threading
+
+    def adopt_registered(self, manager: Any) -> None:
+        """Put request proxies around request callbacks registered before we were instrumented."""
+        registry = getattr(manager, "_middleware", None)
+        if not isinstance(registry, dict):
             return
-        module = importlib.import_module(MODULE)
-        for name in (LLM_RUNNER, TOOL_RUNNER):
-            current = getattr(module, name)
-            if getattr(current, _MARK, False):
-                setattr(module, name, current.__wrapped__)
+        attribution.learn_modules(manager)
+        for kind in contract.REQUEST_KINDS:
+            callbacks = registry.get(kind)
+            if isinstance(callbacks, list):
+                callbacks[:] = [self._proxy(kind, cb, attribution.plugin_of(cb)) for cb in callbacks]
 
     # -- wrappers (run on the agent's and the tool workers' threads) ---------
 
@@ -123,6 +196,67 @@ class HermesInstrumentor:
             _ACTIVE_TOOL.reset(marker)
         safely(tracker.finish_tool, call, kwargs)
         return result
+
+    def _wrap_chain(self, wrapped, instance, args, kwargs):
+        tracker = self._tracker()
+        if tracker is None or len(args) < 3:
+            return wrapped(*args, **kwargs)
+        kind, callbacks, terminal_call = args[:3]
+        traced = safely(tracker.layers.chain, kind, callbacks, terminal_call, kwargs)
+        if traced is None:
+            return wrapped(*args, **kwargs)
+        layers, terminal = traced
+        return wrapped(kind, layers, terminal, *args[3:], **kwargs)
+
+    def _apply_wrapper(self, kind: str):
+        def wrapper(wrapped, instance, args, kwargs):
+            tracker = self._tracker()
+            if tracker is None:
+                return wrapped(*args, **kwargs)
+            active = RequestPass(kind)
+            token = current_pass.set(active)
+            try:
+                return wrapped(*args, **kwargs)
+            finally:
+                current_pass.reset(token)
+                safely(tracker.request_pass_done, kind, kwargs, active.events)
+
+        return wrapper
+
+    def _wrap_register(self, wrapped, instance, args, kwargs):
+        kind = args[0] if args else kwargs.get("kind")
+        callback = args[1] if len(args) > 1 else kwargs.get("callback")
+        manifest = getattr(instance, "manifest", None)
+        plugin = getattr(manifest, "name", None) or attribution.plugin_of(callback)
+        safely(attribution.remember, callback, plugin)
+        if kind in contract.REQUEST_KINDS and callable(callback):
+            return wrapped(kind, self._proxy(kind, callback, plugin))
+        return wrapped(*args, **kwargs)
+
+    def _proxy(self, kind: str, callback: Callable[..., Any], plugin: str) -> Callable[..., Any]:
+        if getattr(callback, "_hermes_otel_request_proxy", False):
+            return callback
+        proxy = request_proxy(kind, callback, plugin, lambda: getattr(self._tracker(), "layers", None))
+        attribution.remember(proxy, plugin)
+        return proxy
+
+
+def _resolve(module: Any, dotted: str) -> tuple[Any, str]:
+    owner = module
+    *path, attr = dotted.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    return owner, attr
+
+
+def _stored(owner: Any, attr: str) -> Any:
+    # On a class, getattr would give a bound wrapper; we want what is stored.
+    return owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
+
+
+def _set_mark(module_name: str, dotted: str) -> None:
+    owner, attr = _resolve(importlib.import_module(module_name), dotted)
+    setattr(_stored(owner, attr), _MARK, True)
 
 
 def fallback_middleware(tracker: TrackerSource) -> dict[str, Callable[..., Any]]:

@@ -16,10 +16,20 @@ from pathlib import Path
 from typing import Any, Mapping
 
 BIN = Path(sys.executable).parent
+TEST_PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
 
 
-def write_home(home: Path, base_url: str, *, enable: bool = True) -> Path:
-    """A HERMES_HOME whose model is the fake server; the plugin enabled through config.yaml."""
+def install_test_plugins(home: Path) -> None:
+    """Copy the third-party middleware plugins of the tests into HERMES_HOME/plugins."""
+    import shutil
+
+    for plugin in TEST_PLUGINS.iterdir():
+        if (plugin / "plugin.yaml").exists():
+            shutil.copytree(plugin, home / "plugins" / plugin.name, dirs_exist_ok=True)
+
+
+def write_home(home: Path, base_url: str, *, enable: bool = True, plugins: tuple[str, ...] = ()) -> Path:
+    """A HERMES_HOME whose model is the fake server; the plugin (and `plugins`) enabled through config.yaml."""
     home.mkdir(parents=True, exist_ok=True)
     lines = [
         "model:",
@@ -33,8 +43,9 @@ def write_home(home: Path, base_url: str, *, enable: bool = True) -> Path:
         "  title_generation:",
         "    enabled: false",
     ]
-    if enable:
-        lines += ["plugins:", "  enabled: [hermes_otel]"]
+    if enable or plugins:
+        names = (["hermes_otel"] if enable else []) + list(plugins)
+        lines += ["plugins:", f"  enabled: [{', '.join(names)}]"]
     (home / "config.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return home
 

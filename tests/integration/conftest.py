@@ -10,7 +10,7 @@ from typing import Iterator
 import pytest
 
 from hermes_otel.testing.fake_llm import FakeLLMServer
-from tests.harness.hermes import write_home
+from tests.harness.hermes import install_test_plugins, write_home
 from tests.harness.otlp_receiver import OTLPReceiver
 
 # One HERMES_HOME for the in-process tests of this session, set before any
@@ -50,3 +50,20 @@ def traced(llm: FakeLLMServer, receiver: OTLPReceiver, monkeypatch: pytest.Monke
     llm.push()  # nothing; tests push their own script
     yield runtime
     runtime.flush(5)
+
+
+@pytest.fixture
+def with_middleware_plugins(traced, llm):
+    """mw_alpha and mw_beta (tests/plugins) enabled next to hermes_otel, for this test only."""
+    import sys
+
+    from hermes_cli.plugins import discover_plugins
+
+    install_test_plugins(_SESSION_HOME)
+    write_home(_SESSION_HOME, llm.base_url, plugins=("mw_alpha", "mw_beta"))
+    discover_plugins(force=True)
+    alpha = sys.modules["hermes_plugins.mw_alpha"]
+    alpha.TRACES.clear()
+    yield alpha
+    write_home(_SESSION_HOME, llm.base_url)
+    discover_plugins(force=True)

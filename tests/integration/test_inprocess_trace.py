@@ -77,20 +77,23 @@ def test_tool_call_then_answer_is_one_trace(traced, llm, receiver):
     assert resource["service.instance.id"]
 
 
-def test_two_tool_calls_in_one_reply_are_two_spans(traced, llm, receiver):
+def test_two_tool_calls_in_one_reply_are_two_spans(traced, llm, receiver, tmp_path):
+    # read_file on independent paths runs as a concurrent batch (worker threads).
+    (tmp_path / "one.txt").write_text("1")
+    (tmp_path / "two.txt").write_text("2")
     llm.push(
         Reply.tools(
-            ToolCall("terminal", {"command": "echo one"}, id="call_1x"),
-            ToolCall("terminal", {"command": "echo two"}, id="call_2x"),
+            ToolCall("read_file", {"path": str(tmp_path / "one.txt")}, id="call_1x"),
+            ToolCall("read_file", {"path": str(tmp_path / "two.txt")}, id="call_2x"),
         ),
         Reply.text("Both ran."),
     )
-    result = run_agent(llm.base_url, "run two commands")
+    result = run_agent(llm.base_url, "read two files", enabled_toolsets=["file"])
     assert result["final_response"] == "Both ran."
     traced.flush(5)
     spans = _wait_turn(receiver)
     assert tree(spans)[0][0] == "invoke_agent hermes"
-    tools = named(spans, "execute_tool terminal")
+    tools = named(spans, "execute_tool read_file")
     root = only(spans, "invoke_agent hermes")
     # Hermes runs tool_execution twice, nested, per call of a concurrent batch: still one span per call.
     assert sorted(t.attributes["gen_ai.tool.call.id"] for t in tools) == ["call_1x", "call_2x"]

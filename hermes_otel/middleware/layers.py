@@ -1,0 +1,339 @@
+"""One span per execution-middleware layer, and rewrite events for request middleware.
+
+Used in two places with the same semantics: around Hermes's own chain
+runner (see :mod:`hermes_otel.instrumentation.hermes`) and inside our
+spec-exact runner (:mod:`hermes_otel.middleware.runner`).
+
+A traced layer is the plugin's callback behind a transparent wrapper that
+watches its `next_call`: the layer's span is current while the callback
+runs, so the next layer (and finally the real provider/tool call, the
+innermost span) nest inside it, and a layer's self time is visible. The
+wrapper returns exactly what the callback returned and re-raises exactly
+what it raised; it never calls anything twice.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from .. import semconv as sc
+from ..semconv import DURATION_BUCKETS
+from ..safety import safely
+from . import contract
+
+# Attribute names (documented in the telemetry reference).
+KIND = "hermes.middleware.kind"
+PLUGIN = "hermes.middleware.plugin"
+CALLBACK = "hermes.middleware.callback"
+INDEX = "hermes.middleware.index"
+OUTCOME = "hermes.middleware.outcome"
+PAYLOAD_CHANGED = "hermes.middleware.payload_changed"
+CHANGED_KEYS = "hermes.middleware.changed_keys"
+SOURCE = "hermes.middleware.source"
+REASON = "hermes.middleware.reason"
+NAME = "hermes.middleware.name"
+TERMINAL = "hermes.middleware.terminal"
+REWRITE_EVENT = "hermes.middleware.rewrite"
+FAILURE_EVENT = "hermes.middleware.failure"
+
+UNKNOWN_PLUGIN = "unknown"
+
+
+class Attribution:
+    """Which plugin registered a callback (recorded at registration, bounded)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._by_id: dict[int, tuple[Any, str]] = {}
+        self._modules: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._limit = limit
+
+    def remember(self, callback: Any, plugin: str) -> None:
+        with self._lock:
+            if len(self._by_id) >= self._limit:
+                self._by_id.pop(next(iter(self._by_id)))
+            self._by_id[id(callback)] = (callback, plugin)
+
+    def plugin_of(self, callback: Any) -> str:
+        entry = self._by_id.get(id(callback))
+        if entry is not None and entry[0] is callback:
+            return entry[1]
+        module = getattr(callback, "__module__", None) or ""
+        for prefix, plugin in self._modules.items():
+            if module == prefix or module.startswith(prefix + "."):
+                return plugin
+        return module or UNKNOWN_PLUGIN
+
+    def learn_modules(self, manager: Any) -> None:
+        """Module -> plugin names of loaded plugins, for callbacks registered before we were watching."""
+        for loaded in list(getattr(manager, "_plugins", {}).values()):
+            module = getattr(getattr(loaded, "module", None), "__name__", None)
+            name = getattr(getattr(loaded, "manifest", None), "name", None)
+            if module and name:
+                self._modules[module] = name
+
+
+attribution = Attribution()
+
+
+@dataclass
+class Instruments:
+    duration: Any
+    failures: Any
+    rewrites: Any
+
+    @classmethod
+    def create(cls, meter) -> "Instruments":
+        return cls(
+            duration=meter.create_histogram(
+                "hermes.middleware.duration",
+                unit="s",
+                description="Time spent in one execution-middleware layer, downstream included",
+                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            ),
+            failures=meter.create_counter(
+                "hermes.middleware.failures", unit="{failure}", description="Middleware callbacks that raised"
+            ),
+            rewrites=meter.create_counter(
+                "hermes.middleware.rewrites", unit="{rewrite}", description="Request-middleware payload replacements"
+            ),
+        )
+
+
+@dataclass
+class _LayerState:
+    incoming: Any
+    called: bool = False
+    succeeded: bool = False
+    payload: Any = None  # what the layer passed to next_call (None: unchanged)
+    downstream_error: BaseException | None = None
+
+
+def _is_downstream_wrapper(exc: BaseException) -> bool:
+    # Hermes wraps downstream errors in a private class defined inside its
+    # chain runner; recognise it by shape, never import it.
+    return type(exc).__name__ == "_DownstreamExecutionError" and hasattr(exc, "original")
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    return exc.original if _is_downstream_wrapper(exc) else exc  # type: ignore[attr-defined]
+
+
+def classify(state: _LayerState, exc: BaseException | None) -> str:
+    """The seed's outcome of one layer, from what it did with next_call."""
+    if exc is None:
+        return contract.OK if state.called else contract.SHORT_CIRCUIT
+    if _is_downstream_wrapper(exc) or (state.downstream_error is not None and exc is state.downstream_error):
+        return contract.ERROR  # a downstream error passed through
+    if not state.called or state.succeeded:
+        return contract.FAIL_OPEN  # skipped by the runner, or the downstream result was kept
+    return contract.ERROR  # downstream failed and the layer raised something else: transformed
+
+
+class LayerTracer:
+    """Span-per-layer wrappers bound to one tracer and meter."""
+
+    def __init__(self, tracer: trace.Tracer, meter=None) -> None:
+        self._tracer = tracer
+        self._metrics = Instruments.create(meter) if meter is not None else None
+
+    # -- execution layers ------------------------------------------------------
+
+    def chain(
+        self,
+        kind: str,
+        callbacks: Sequence[Callable[..., Any]],
+        terminal_call: Callable[[Any], Any],
+        context: Mapping[str, Any],
+        plugin_of: Callable[[Any], str] = attribution.plugin_of,
+    ) -> tuple[list[Callable[..., Any]], Callable[[Any], Any]]:
+        """Traced stand-ins for a chain's callbacks and its terminal call."""
+        payload_key = contract.PAYLOAD_KEY[kind]
+        layers = [
+            self._layer(kind, index, callback, plugin_of(callback), payload_key)
+            for index, callback in enumerate(callbacks)
+        ]
+        return layers, self._terminal(kind, len(callbacks), terminal_call, context)
+
+    def _layer(self, kind: str, index: int, callback: Callable[..., Any], plugin: str, payload_key: str):
+        name = contract.callback_name(callback)
+        attrs = {KIND: kind, PLUGIN: plugin, CALLBACK: name, INDEX: index}
+
+        @functools.wraps(callback)  # Hermes names the callback in its logs: keep the name
+        def layer(**kwargs: Any) -> Any:
+            span = safely(self._start, f"{kind} {plugin}", attrs)
+            if span is None:
+                return callback(**kwargs)
+            started = time.perf_counter()
+            state = _LayerState(kwargs.get(payload_key))
+            downstream = kwargs.get("next_call")
+            if callable(downstream):
+                kwargs["next_call"] = _watch(downstream, state)
+            token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                result = callback(**kwargs)
+            except BaseException as exc:
+                safely(self._end_layer, span, kind, plugin, state, exc, started)
+                raise
+            finally:
+                otel_context.detach(token)
+            safely(self._end_layer, span, kind, plugin, state, None, started)
+            return result
+
+        return layer
+
+    def _terminal(self, kind: str, depth: int, terminal_call: Callable[[Any], Any], context: Mapping[str, Any]):
+        if kind == contract.LLM_EXECUTION:
+            name = f"provider_call {context.get('model') or ''}".strip()
+        else:
+            name = f"tool_call {context.get('tool_name') or ''}".strip()
+        attrs = {KIND: kind, INDEX: depth, TERMINAL: True}
+
+        def terminal(payload: Any) -> Any:
+            span = safely(self._start, name, attrs)
+            if span is None:
+                return terminal_call(payload)
+            token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                result = terminal_call(payload)
+            except BaseException as exc:
+                safely(_record_error, span, exc)
+                raise
+            finally:
+                otel_context.detach(token)
+                span.end()
+            return result
+
+        return terminal
+
+    def _start(self, name: str, attrs: Mapping[str, Any]) -> Span:
+        return self._tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs)
+
+    def _end_layer(
+        self, span: Span, kind: str, plugin: str, state: _LayerState, exc: BaseException | None, started: float
+    ) -> None:
+        outcome = classify(state, exc)
+        span.set_attribute(OUTCOME, outcome)
+        changed = state.payload is not None and state.payload is not state.incoming
+        span.set_attribute(PAYLOAD_CHANGED, changed)
+        if changed:
+            span.set_attribute(CHANGED_KEYS, contract.changed_keys(state.incoming, state.payload))
+        if exc is not None:
+            _record_error(span, unwrap(exc))
+        span.end()
+        if self._metrics is not None:
+            labels = {KIND: kind, PLUGIN: plugin, OUTCOME: outcome}
+            self._metrics.duration.record(time.perf_counter() - started, labels)
+            if outcome == contract.FAIL_OPEN:
+                self._metrics.failures.add(1, {KIND: kind, PLUGIN: plugin})
+
+    # -- request middleware ------------------------------------------------------
+
+    def count_rewrite(self, kind: str, source: str) -> None:
+        if self._metrics is not None:
+            self._metrics.rewrites.add(1, {KIND: kind, SOURCE: source})
+
+    def count_failure(self, kind: str, plugin: str) -> None:
+        if self._metrics is not None:
+            self._metrics.failures.add(1, {KIND: kind, PLUGIN: plugin})
+
+
+def _watch(downstream: Callable[..., Any], state: _LayerState) -> Callable[..., Any]:
+    """A next_call that records how the layer used it and otherwise is the original."""
+
+    def next_call(*args: Any, **kwargs: Any) -> Any:
+        state.called = True
+        if args and args[0] is not None:
+            state.payload = args[0]
+        try:
+            result = downstream(*args, **kwargs)
+        except BaseException as exc:
+            state.downstream_error = exc
+            raise
+        state.succeeded = True
+        return result
+
+    return next_call
+
+
+def _record_error(span: Span, exc: BaseException) -> None:
+    span.set_attributes(sc.error_attributes(exc))
+    span.record_exception(exc, escaped=True)
+    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
+
+
+# -- request middleware: collected per pass, attached to the call's span -------
+
+
+@dataclass
+class RequestEvent:
+    name: str  # REWRITE_EVENT or FAILURE_EVENT
+    attributes: dict[str, Any]
+    timestamp_ns: int = field(default_factory=time.time_ns)
+
+
+@dataclass
+class RequestPass:
+    """What one `apply_*_request_middleware` call did, in order."""
+
+    kind: str
+    next_index: int = 0
+    events: list[RequestEvent] = field(default_factory=list)
+
+
+current_pass: contextvars.ContextVar[RequestPass | None] = contextvars.ContextVar("hermes_otel_request_pass", default=None)
+
+
+def request_proxy(kind: str, callback: Callable[..., Any], plugin: str, layers: Callable[[], "LayerTracer | None"]):
+    """A transparent stand-in for a request-middleware callback that records its effect."""
+    name = contract.callback_name(callback)
+
+    @functools.wraps(callback)
+    def proxy(**kwargs: Any) -> Any:
+        active = current_pass.get()
+        if active is None or active.kind != kind:
+            return callback(**kwargs)
+        index = active.next_index
+        active.next_index += 1
+        base = {KIND: kind, PLUGIN: plugin, CALLBACK: name, INDEX: index}
+        try:
+            result = callback(**kwargs)
+        except Exception as exc:
+            safely(_failed, active, base, exc, layers)
+            raise
+        safely(_rewritten, active, base, kwargs.get(contract.PAYLOAD_KEY[kind]), result, layers)
+        return result
+
+    proxy._hermes_otel_request_proxy = True  # type: ignore[attr-defined]
+    return proxy
+
+
+def _failed(active: RequestPass, base: dict, exc: BaseException, layers) -> None:
+    active.events.append(RequestEvent(FAILURE_EVENT, {**base, **sc.error_attributes(exc)}))
+    tracer = layers()
+    if tracer is not None:
+        tracer.count_failure(base[KIND], base[PLUGIN])
+
+
+def _rewritten(active: RequestPass, base: dict, before: Any, result: Any, layers) -> None:
+    payload = contract.replacement(base[KIND], result)
+    if payload is None:
+        return
+    entry = contract.trace_entry(result)
+    attrs = {**base, CHANGED_KEYS: contract.changed_keys(before, payload)}
+    for key, attr in (("source", SOURCE), ("reason", REASON), ("name", NAME)):
+        if key in entry:
+            attrs[attr] = entry[key]
+    active.events.append(RequestEvent(REWRITE_EVENT, attrs))
+    tracer = layers()
+    if tracer is not None:
+        tracer.count_rewrite(base[KIND], entry.get("source", ""))
