@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import semconv as sc
+from .middleware import layers as mw
 from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 
 
@@ -73,6 +74,19 @@ ATTRIBUTES: dict[str, str] = {
     sc.TURN_INTERRUPTED: "Whether the turn was interrupted (`on_session_end`).",
     sc.TURN_END_REASON: "Why a turn span was ended by us rather than by `on_session_end`: `evicted`, `shutdown`.",
     "gen_ai.token.type": "`input` or `output` (metric attribute).",
+    mw.KIND: "Middleware kind: `llm_request`, `tool_request`, `llm_execution`, `tool_execution`.",
+    mw.PLUGIN: "The plugin that registered the callback (its manifest name).",
+    mw.CALLBACK: "The callback's qualified name (`module.qualname`).",
+    mw.INDEX: "Position in the chain, 0 = outermost (for the innermost real call: the number of layers).",
+    mw.OUTCOME: "`ok`, `fail_open` (raised; the chain went on without it or kept the downstream result), "
+    "`short_circuit` (returned without calling next_call) or `error` (a downstream error passed through, "
+    "or it transformed one).",
+    mw.PAYLOAD_CHANGED: "The layer called next_call with a different payload.",
+    mw.CHANGED_KEYS: "Top-level payload keys whose values differ (names only, never values).",
+    mw.SOURCE: "A rewrite's `source` as the middleware returned it (`plugin` when it gave none).",
+    mw.REASON: "A rewrite's `reason`, when given.",
+    mw.NAME: "A rewrite's `name`, when given.",
+    mw.TERMINAL: "On the innermost span of a chain: the real provider or tool call.",
     "hermes.link.type": "On a turn's span link: `previous_turn`.",
 }
 
@@ -107,6 +121,39 @@ SPANS: tuple[SpanDoc, ...] = (
     ),
 )
 
+_LAYER_ATTRS = (mw.KIND, mw.PLUGIN, mw.CALLBACK, mw.INDEX, mw.OUTCOME, mw.PAYLOAD_CHANGED, mw.CHANGED_KEYS,
+                 sc.ERROR_TYPE, sc.HTTP_STATUS)
+MIDDLEWARE_SPANS: tuple[SpanDoc, ...] = (
+    SpanDoc(
+        "{hermes.middleware.kind} {hermes.middleware.plugin}",
+        "INTERNAL",
+        "One per registered `llm_execution` / `tool_execution` callback, nested in chain order inside the "
+        "`chat` / `execute_tool` span; a failed layer is ERROR with an `exception` event. For a concurrent "
+        "tool batch Hermes runs the chain twice, nested: both passes appear inside the one `execute_tool`.",
+        _LAYER_ATTRS,
+    ),
+    SpanDoc(
+        "provider_call {model} / tool_call {tool}",
+        "INTERNAL",
+        "The real provider or tool call, innermost in a chain (only when layers exist), so each layer's "
+        "self time is visible.",
+        (mw.KIND, mw.INDEX, mw.TERMINAL, sc.ERROR_TYPE, sc.HTTP_STATUS),
+    ),
+)
+
+EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    mw.REWRITE_EVENT: (
+        "On `chat` (llm_request) or `execute_tool` (tool_request), one per replacement, in order; the list "
+        "equals the `middleware_trace` Hermes hands to observers for the same call.",
+        (mw.KIND, mw.PLUGIN, mw.CALLBACK, mw.INDEX, mw.CHANGED_KEYS, mw.SOURCE, mw.REASON, mw.NAME),
+    ),
+    mw.FAILURE_EVENT: (
+        "A request-middleware callback raised (Hermes skipped it).",
+        (mw.KIND, mw.PLUGIN, mw.CALLBACK, mw.INDEX, sc.ERROR_TYPE, sc.HTTP_STATUS),
+    ),
+    "exception": ("The standard exception event on a failed span.", ()),
+}
+
 _CALL_METRIC_ATTRS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.SERVER_ADDRESS, sc.ERROR_TYPE)
 
 METRICS: tuple[MetricDoc, ...] = (
@@ -125,6 +172,19 @@ METRICS: tuple[MetricDoc, ...] = (
     MetricDoc(
         "gen_ai.invoke_agent.duration", "histogram", "s", "Duration of each agent turn.",
         (sc.OPERATION, sc.AGENT_NAME), AGENT_BUCKETS,
+    ),
+    MetricDoc(
+        "hermes.middleware.duration", "histogram", "s",
+        "Time in one execution-middleware layer, downstream included.", (mw.KIND, mw.PLUGIN, mw.OUTCOME),
+        DURATION_BUCKETS,
+    ),
+    MetricDoc(
+        "hermes.middleware.failures", "counter", "{failure}", "Middleware callbacks that raised and were skipped.",
+        (mw.KIND, mw.PLUGIN),
+    ),
+    MetricDoc(
+        "hermes.middleware.rewrites", "counter", "{rewrite}", "Request-middleware payload replacements.",
+        (mw.KIND, mw.SOURCE),
     ),
 )
 
@@ -155,6 +215,15 @@ def telemetry_markdown() -> str:
         out += [f"### `{span.name}` ({span.kind})", "", span.description, "", "| attribute | meaning |", "|---|---|"]
         out += [f"| `{a}` | {ATTRIBUTES[a]} |" for a in span.attributes]
         out.append("")
+    for span in MIDDLEWARE_SPANS:
+        out += [f"### `{span.name}` ({span.kind})", "", span.description, "", "| attribute | meaning |", "|---|---|"]
+        out += [f"| `{a}` | {ATTRIBUTES[a]} |" for a in span.attributes]
+        out.append("")
+    out += ["## Span events", ""]
+    for name, (description, attrs) in EVENTS.items():
+        out += [f"### `{name}`", "", description, ""]
+        if attrs:
+            out += ["| attribute | meaning |", "|---|---|"] + [f"| `{a}` | {ATTRIBUTES[a]} |" for a in attrs] + [""]
     out += ["## Metrics", "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]
     for m in METRICS:
         attrs = ", ".join(f"`{a}`" for a in m.attributes)

@@ -69,6 +69,7 @@ class Settings:
     resource_attributes: Mapping[str, str] = field(default_factory=dict)
     capture_content: str = "NO_CONTENT"
     console: bool = False
+    middleware_log_dedupe: bool = True
     flush_timeout_s: float = 2.0
     otlp: Mapping[str, OTLPTarget] = field(default_factory=dict)  # signal -> target
     file_signals: frozenset[str] = frozenset(SIGNALS)
@@ -384,6 +385,7 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
         resource_attributes=dict(get("resource_attributes")),
         capture_content=get("capture_content"),
         console=get("console"),
+        middleware_log_dedupe=get("middleware_log_dedupe"),
         flush_timeout_s=get("flush_timeout_millis") / 1000.0,
         otlp=otlp,
         file_signals=file_signals,

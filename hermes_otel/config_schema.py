@@ -66,6 +66,13 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field("console", bool, False, "Also print spans to stderr (debugging only)."),
     Field(
+        "middleware_log_dedupe",
+        bool,
+        True,
+        "Apply the seed's rule to Hermes's middleware-failure warnings: first occurrence at WARNING "
+        "naming the fields middleware passes, identical repeats at DEBUG, reset on plugin reload.",
+    ),
+    Field(
         "flush_timeout_millis",
         int,
         2000,

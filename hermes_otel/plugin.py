@@ -15,6 +15,7 @@ from . import _log, runtime
 from .config import load_settings
 from .hooks import HOOKS
 from .instrumentation.hermes import HermesInstrumentor, fallback_middleware
+from .middleware import log_hygiene
 
 _last_mode: str | None = None
 
@@ -34,6 +35,7 @@ def _register(ctx: Any) -> None:
     if message:
         level = logging.ERROR if result.file_rejected else logging.WARNING
         _log.logger.log(level, message)
+    log_hygiene.install(result.settings.middleware_log_dedupe)
     tracker = runtime.configure(result.settings)
     if tracker is None:
         mode = "disabled"

@@ -28,7 +28,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from .. import semconv as sc
 from ..semconv import DURATION_BUCKETS
 from ..safety import safely
-from . import contract
+from . import contract, log_hygiene
 
 # Attribute names (documented in the telemetry reference).
 KIND = "hermes.middleware.kind"
@@ -182,6 +182,7 @@ class LayerTracer:
             try:
                 result = callback(**kwargs)
             except BaseException as exc:
+                log_hygiene.remember_fields(kind, kwargs)
                 safely(self._end_layer, span, kind, plugin, state, exc, started)
                 raise
             finally:
@@ -308,6 +309,7 @@ def request_proxy(kind: str, callback: Callable[..., Any], plugin: str, layers: 
         try:
             result = callback(**kwargs)
         except Exception as exc:
+            log_hygiene.remember_fields(kind, kwargs)
             safely(_failed, active, base, exc, layers)
             raise
         safely(_rewritten, active, base, kwargs.get(contract.PAYLOAD_KEY[kind]), result, layers)

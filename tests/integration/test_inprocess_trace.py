@@ -6,6 +6,7 @@ import pytest
 
 from hermes_otel.testing.fake_llm import Reply, ToolCall
 from tests.harness.hermes import run_agent
+from tests.harness.documented import assert_documented
 from tests.harness.trees import named, only, tree
 
 pytestmark = pytest.mark.hermes
@@ -142,31 +143,10 @@ def test_second_turn_links_to_first(traced, llm, receiver):
 
 
 def test_everything_emitted_is_documented(traced, llm, receiver):
-    from hermes_otel import catalog
-
     llm.push(Reply.tools(ToolCall("terminal", {"command": "echo doc"}, id="call_doc")), Reply.text("ok"))
     run_agent(llm.base_url, "run echo doc")
     traced.flush(5)
     spans = _wait_turn(receiver)
-    documented = {
-        "invoke_agent": catalog.SPANS[0],
-        "chat": catalog.SPANS[1],
-        "execute_tool": catalog.SPANS[2],
-    }
-    for span in spans:
-        doc = documented[span.name.split(" ")[0]]
-        assert set(span.attributes) <= set(doc.attributes), (span.name, set(span.attributes) - set(doc.attributes))
-    for link in (lk for s in spans for lk in s.links):
-        assert set(link[2]) <= set(catalog.ATTRIBUTES)
-    assert set(spans[0].resource) - {"telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"} <= set(
-        catalog.RESOURCE
-    )
-    # Metrics: names, units and attribute keys.
     traced.current_telemetry().meter_provider.force_flush(5000)
     metrics = receiver.wait_for_metrics(lambda m: any(x.name == "gen_ai.invoke_agent.duration" for x in m), timeout=10)
-    docs = {m.name: m for m in catalog.METRICS}
-    for metric in metrics:
-        assert metric.name in docs, metric.name
-        assert metric.unit == docs[metric.name].unit
-        for point in metric.points:
-            assert set(point["attributes"]) <= set(docs[metric.name].attributes), (metric.name, point["attributes"])
+    assert_documented(spans, metrics)

@@ -7,10 +7,13 @@ next_call, a request callback that raises, a tool short circuit).
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from hermes_otel.testing.fake_llm import Reply, ToolCall
 from tests.harness.hermes import run_agent
+from tests.harness.documented import assert_documented
 from tests.harness.trees import named, only, tree
 
 pytestmark = pytest.mark.hermes
@@ -231,3 +234,107 @@ def test_http_client_spans_nest_under_the_provider_call(with_middleware_plugins,
     # Hermes sends the request from a thread of its own: our context went with it.
     assert http[0].parent_span_id == provider.span_id
     assert http[0].trace_id == provider.trace_id
+
+
+def _shape(spans, root):
+    """[(name, outcome), [children...]] below `root`, children in start order."""
+    return [[(c.name, c.attributes.get("hermes.middleware.outcome")), _shape(spans, c)] for c in _children(spans, root)]
+
+
+def test_runner_and_hermes_agree_on_the_same_plugins(with_middleware_plugins, traced, llm, receiver):
+    """Differential: the same third-party callbacks through real Hermes and through our runner."""
+    import sys
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from hermes_otel.middleware.runner import MiddlewareRunner
+
+    llm.push(Reply.tools(ToolCall("terminal", {"command": "echo diff"}, id="call_D")), Reply.text("done"))
+    assert run_agent(llm.base_url, "go")["final_response"] == "done"
+    spans = _turn(receiver, traced)
+    hermes_llm = _shape(spans, named(spans, "chat fake-model")[0])
+    hermes_tool = _shape(spans, only(spans, "execute_tool terminal"))
+
+    alpha, beta = sys.modules["hermes_plugins.mw_alpha"], sys.modules["hermes_plugins.mw_beta"]
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    runner = MiddlewareRunner(provider.get_tracer("differential"))
+    for kind, fn_a, fn_b in (
+        ("llm_execution", alpha.time_llm, beta.broken_layer),
+        ("tool_execution", alpha.time_tool, beta.maybe_short_circuit),
+    ):
+        runner.register(kind, fn_a, plugin="mw_alpha")
+        runner.register(kind, fn_b, plugin="mw_beta")
+    tracer = provider.get_tracer("differential")
+    with tracer.start_as_current_span("chat fake-model") as chat:
+        assert runner.run_execution("llm_execution", {"model": "fake-model"}, lambda r: "response", model="fake-model") == "response"
+    with tracer.start_as_current_span("execute_tool terminal") as tool:
+        assert runner.run_execution("tool_execution", {"command": "x"}, lambda a: "output", tool_name="terminal") == "output"
+    provider.shutdown()
+
+    finished = exporter.get_finished_spans()
+
+    def shape(parent_id):
+        kids = sorted((s for s in finished if s.parent is not None and s.parent.span_id == parent_id), key=lambda s: s.start_time)
+        return [[(s.name, s.attributes.get("hermes.middleware.outcome")), shape(s.context.span_id)] for s in kids]
+
+    assert shape(chat.get_span_context().span_id) == hermes_llm == [
+        [("llm_execution mw_alpha", "ok"), [
+            [("llm_execution mw_beta", "fail_open"), []],
+            [("provider_call fake-model", None), []],
+        ]],
+    ]
+    assert shape(tool.get_span_context().span_id) == hermes_tool
+
+
+def test_hermes_middleware_warnings_are_reported_once(with_middleware_plugins, traced, llm, receiver, caplog):
+    caplog.set_level(logging.DEBUG, logger="hermes_cli")
+    llm.push(Reply.text("one"), Reply.text("two"))
+    assert run_agent(llm.base_url, "first")["final_response"] == "one"
+    assert run_agent(llm.base_url, "second")["final_response"] == "two"
+    records = [r for r in caplog.records if r.getMessage().startswith("Middleware 'llm_execution' callback broken_layer")]
+    assert [r.levelname for r in records] == ["WARNING", "DEBUG"]  # Hermes itself warned both times
+    assert records[0].getMessage() == (
+        "Middleware 'llm_execution' callback broken_layer raised: mw_beta layer is broken (middleware passes: "
+        "api_call_count, api_mode, api_request_id, base_url, middleware_schema_version, middleware_trace, model, "
+        "next_call, original_request, platform, provider, request, session_id, task_id, telemetry_schema_version, "
+        "turn_id; identical repeats are logged at DEBUG)"
+    )
+
+
+def test_middleware_metrics_and_everything_documented(with_middleware_plugins, traced, llm, receiver):
+    llm.push(Reply.tools(ToolCall("terminal", {"command": "echo m"}, id="call_M")), Reply.error(500), Reply.text("ok"))
+    assert run_agent(llm.base_url, "go")["final_response"] == "ok"
+    spans = _turn(receiver, traced)
+    traced.current_telemetry().meter_provider.force_flush(5000)
+    metrics = receiver.wait_for_metrics(lambda m: any(x.name == "hermes.middleware.rewrites" for x in m), timeout=10)
+    assert_documented(spans, metrics)
+    latest = {}
+    for metric in metrics:  # cumulative: the last export of each metric holds the totals
+        latest[metric.name] = metric
+
+    def points(name):
+        return {tuple(sorted(p["attributes"].items())): p for p in latest[name].points}
+
+    rewrites = points("hermes.middleware.rewrites")
+    assert {k: p["value"] for k, p in rewrites.items()} == {
+        (("hermes.middleware.kind", "llm_request"), ("hermes.middleware.source", "alpha")): 3,
+        (("hermes.middleware.kind", "llm_request"), ("hermes.middleware.source", "plugin")): 3,
+        (("hermes.middleware.kind", "tool_request"), ("hermes.middleware.source", "alpha")): 1,
+    }
+    failures = {k: p["value"] for k, p in points("hermes.middleware.failures").items()}
+    assert failures == {
+        (("hermes.middleware.kind", "llm_execution"), ("hermes.middleware.plugin", "mw_beta")): 3,
+        (("hermes.middleware.kind", "tool_request"), ("hermes.middleware.plugin", "mw_beta")): 1,
+    }
+    durations = {k: p["count"] for k, p in points("hermes.middleware.duration").items()}
+    assert durations == {
+        (("hermes.middleware.kind", "llm_execution"), ("hermes.middleware.outcome", "ok"), ("hermes.middleware.plugin", "mw_alpha")): 2,
+        (("hermes.middleware.kind", "llm_execution"), ("hermes.middleware.outcome", "error"), ("hermes.middleware.plugin", "mw_alpha")): 1,
+        (("hermes.middleware.kind", "llm_execution"), ("hermes.middleware.outcome", "fail_open"), ("hermes.middleware.plugin", "mw_beta")): 3,
+        (("hermes.middleware.kind", "tool_execution"), ("hermes.middleware.outcome", "ok"), ("hermes.middleware.plugin", "mw_alpha")): 1,
+        (("hermes.middleware.kind", "tool_execution"), ("hermes.middleware.outcome", "ok"), ("hermes.middleware.plugin", "mw_beta")): 1,
+    }

@@ -1,0 +1,36 @@
+"""Compare what a real run emitted with the catalog that docs/telemetry.md is generated from."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from hermes_otel import catalog
+
+_SDK_RESOURCE = {"telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"}
+
+
+def _doc_for(span) -> catalog.SpanDoc:
+    if span.attributes.get("hermes.middleware.terminal"):
+        return catalog.MIDDLEWARE_SPANS[1]
+    if "hermes.middleware.outcome" in span.attributes:
+        return catalog.MIDDLEWARE_SPANS[0]
+    operation = span.name.split(" ")[0]
+    return {"invoke_agent": catalog.SPANS[0], "chat": catalog.SPANS[1], "execute_tool": catalog.SPANS[2]}[operation]
+
+
+def assert_documented(spans: Sequence, metrics: Sequence = ()) -> None:
+    for span in spans:
+        doc = _doc_for(span)
+        assert set(span.attributes) <= set(doc.attributes), (span.name, set(span.attributes) - set(doc.attributes))
+        for name, attrs in span.events:
+            assert name in catalog.EVENTS, name
+            assert set(attrs) <= set(catalog.EVENTS[name][1]) or name == "exception", (name, attrs)
+        for link in span.links:
+            assert set(link[2]) <= set(catalog.ATTRIBUTES)
+        assert set(span.resource) - _SDK_RESOURCE <= set(catalog.RESOURCE)
+    docs = {m.name: m for m in catalog.METRICS}
+    for metric in metrics:
+        assert metric.name in docs, metric.name
+        assert metric.unit == docs[metric.name].unit, metric.name
+        for point in metric.points:
+            assert set(point["attributes"]) <= set(docs[metric.name].attributes), (metric.name, point["attributes"])

@@ -1,0 +1,151 @@
+"""The spec-exact runner: the seed's rules, each layer a span (explicit provider, in-memory exporter)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from hermes_otel.middleware.runner import MiddlewareRunner
+
+
+@pytest.fixture
+def spans():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider.get_tracer("t"), exporter
+    provider.shutdown()
+
+
+def outcomes(exporter):
+    return [(s.name, s.attributes.get("hermes.middleware.outcome")) for s in sorted(exporter.get_finished_spans(), key=lambda s: s.start_time)]
+
+
+def test_request_middleware_composes_and_traces(spans):
+    tracer, _ = spans
+    runner = MiddlewareRunner(tracer)
+    runner.register("llm_request", lambda **kw: {"request": {**kw["request"], "seed": 1}, "source": "a", "reason": "seed"}, plugin="a")
+    runner.register("llm_request", lambda **kw: {"request": {**kw["request"], "top_p": 0.5}}, plugin="b")
+    runner.register("llm_request", lambda **kw: None, plugin="c")
+    original = {"model": "m", "messages": []}
+    result = runner.apply_request("llm_request", original, session_id="s")
+    assert result.payload == {"model": "m", "messages": [], "seed": 1, "top_p": 0.5}  # each saw the current payload
+    assert result.original_payload == original and result.original_payload is not original
+    assert result.trace == [{"source": "a", "reason": "seed"}, {"source": "plugin"}]
+    assert result.changed
+    assert [(e.name, e.attributes["hermes.middleware.changed_keys"], e.attributes["hermes.middleware.index"]) for e in result.events] == [
+        ("hermes.middleware.rewrite", ("seed",), 0),
+        ("hermes.middleware.rewrite", ("top_p",), 1),
+    ]
+
+
+def test_failures_are_reported_once_with_the_fields_passed(spans, caplog):
+    tracer, _ = spans
+    runner = MiddlewareRunner(tracer)
+
+    def needs_a_field(*, request, missing_field, **_):
+        return None
+
+    runner.register("llm_request", needs_a_field, plugin="p")
+    caplog.set_level(logging.DEBUG, logger="hermes_otel.middleware")
+    for _ in range(3):
+        assert runner.apply_request("llm_request", {"model": "m"}, session_id="s").payload == {"model": "m"}
+    levels = [r.levelname for r in caplog.records]
+    assert levels == ["WARNING", "DEBUG", "DEBUG"]
+    first = caplog.records[0].getMessage()
+    assert "needs_a_field raised TypeError" in first
+    assert "(middleware passes: middleware_schema_version, original_request, request, session_id, telemetry_schema_version)" in first
+    runner.reset()
+    runner.register("llm_request", needs_a_field, plugin="p")
+    caplog.clear()
+    runner.apply_request("llm_request", {"model": "m"})
+    assert [r.levelname for r in caplog.records] == ["WARNING"]  # reload starts over
+
+
+def test_execution_chain_outcomes_and_spans(spans):
+    tracer, exporter = spans
+    runner = MiddlewareRunner(tracer)
+    calls = []
+
+    def ok(**kw):
+        return kw["next_call"]({**kw["request"], "tagged": True})
+
+    def broken(**kw):
+        raise RuntimeError("before next_call")
+
+    def after(**kw):
+        result = kw["next_call"](kw["request"])
+        raise ValueError("after a successful next_call")
+
+    runner.register("llm_execution", ok, plugin="ok")
+    runner.register("llm_execution", broken, plugin="broken")
+    runner.register("llm_execution", after, plugin="after")
+
+    def provider(request):
+        calls.append(request)
+        return {"id": "r1"}
+
+    with tracer.start_as_current_span("chat m"):
+        assert runner.run_execution("llm_execution", {"model": "m"}, provider, model="m") == {"id": "r1"}
+    assert calls == [{"model": "m", "tagged": True}]  # ran once, with ok's payload
+    assert outcomes(exporter) == [
+        ("chat m", None),
+        ("llm_execution ok", "ok"),
+        ("llm_execution broken", "fail_open"),
+        ("llm_execution after", "fail_open"),
+        ("provider_call m", None),
+    ]
+    by_name = {s.name: s for s in exporter.get_finished_spans()}
+    assert by_name["llm_execution ok"].attributes["hermes.middleware.payload_changed"] is True
+    assert by_name["llm_execution ok"].attributes["hermes.middleware.changed_keys"] == ("tagged",)
+    assert by_name["provider_call m"].parent.span_id == by_name["llm_execution after"].context.span_id
+    assert by_name["llm_execution after"].parent.span_id == by_name["llm_execution ok"].context.span_id
+
+
+def test_short_circuit_double_call_and_downstream_errors(spans):
+    tracer, exporter = spans
+    runner = MiddlewareRunner(tracer)
+    runner.register("tool_execution", lambda **kw: "canned", plugin="short")
+    assert runner.run_execution("tool_execution", {"a": 1}, lambda args: pytest.fail("must not run"), tool_name="t") == "canned"
+    assert outcomes(exporter) == [("tool_execution short", "short_circuit")]
+
+    exporter.clear()
+    runner.reset()
+    ran = []
+
+    def twice(**kw):
+        kw["next_call"](kw["args"])
+        return kw["next_call"](kw["args"])  # contract violation: raises, result of the first call is kept
+
+    runner.register("tool_execution", twice, plugin="twice")
+    assert runner.run_execution("tool_execution", {}, lambda args: ran.append(1) or "once", tool_name="t") == "once"
+    assert ran == [1]
+
+    exporter.clear()
+    runner.reset()
+    runner.register("tool_execution", lambda **kw: kw["next_call"](kw["args"]), plugin="pass")
+
+    class ToolBroke(Exception):
+        pass
+
+    def failing_tool(args):
+        raise ToolBroke("disk full")
+
+    with pytest.raises(ToolBroke, match="disk full"):  # the original error, unwrapped, never a None result
+        runner.run_execution("tool_execution", {}, failing_tool, tool_name="t")
+    assert outcomes(exporter) == [("tool_execution pass", "error"), ("tool_call t", None)]
+    layer = next(s for s in exporter.get_finished_spans() if s.name == "tool_execution pass")
+    assert layer.attributes["error.type"] == "ToolBroke"
+
+
+def test_unknown_kind_and_non_callable_are_rejected_clearly():
+    runner = MiddlewareRunner()
+    with pytest.raises(ValueError, match="unknown middleware kind 'llm_magic'"):
+        runner.register("llm_magic", lambda **kw: None)
+    with pytest.raises(TypeError, match="must be callable"):
+        runner.register("llm_request", "not a function")
+    assert runner.run_execution("llm_execution", {"x": 1}, lambda r: r) == {"x": 1}
