@@ -8,6 +8,7 @@ generated from the constants below.
 
 from __future__ import annotations
 
+import functools
 import urllib.parse
 from types import SimpleNamespace
 from typing import Any, Mapping
@@ -119,6 +120,16 @@ _HOSTS = {
 }
 
 
+@functools.lru_cache(maxsize=256)
+def _provider_name(provider: str, base_url: str) -> str:
+    return provider_name(provider, base_url)
+
+
+@functools.lru_cache(maxsize=256)
+def _server_items(base_url: str) -> tuple[tuple[str, Any], ...]:
+    return tuple(server_attributes(base_url).items())
+
+
 def provider_name(provider: Any, base_url: Any) -> str:
     """Map Hermes's provider id (and base_url for `custom`) to gen_ai.provider.name."""
     pid = str(provider or "").strip().lower()
@@ -158,6 +169,8 @@ def server_attributes(base_url: Any) -> dict[str, Any]:
 
 def _get(obj: Any, name: str) -> Any:
     """Attribute or key access that works on SDK objects, namespaces and dicts."""
+    if type(obj) is dict:  # the common case, without the cost of an ABC check
+        return obj.get(name)
     if isinstance(obj, Mapping):
         return obj.get(name)
     return getattr(obj, name, None)
@@ -173,9 +186,11 @@ def chat_request_attributes(request: Any, context: Mapping[str, Any]) -> dict[st
     """Attributes of one provider attempt from the EFFECTIVE request and the call context."""
     model = _get(request, "model") if isinstance(request, Mapping) else None
     model = model or context.get("model")
+    provider, base_url = context.get("provider"), context.get("base_url")
+    cacheable = isinstance(provider, (str, type(None))) and isinstance(base_url, (str, type(None)))
     attrs: dict[str, Any] = {
         OPERATION: OP_CHAT,
-        PROVIDER: provider_name(context.get("provider"), context.get("base_url")),
+        PROVIDER: _provider_name(provider, base_url) if cacheable else provider_name(provider, base_url),
     }
     if model:
         attrs[REQUEST_MODEL] = str(model)
@@ -196,7 +211,7 @@ def chat_request_attributes(request: Any, context: Mapping[str, Any]) -> dict[st
             attrs[REQUEST_STOP] = tuple(stop)
         if isinstance(request.get("stream"), bool):
             attrs[REQUEST_STREAM] = request["stream"]
-    attrs.update(server_attributes(context.get("base_url")))
+    attrs.update(_server_items(base_url) if isinstance(base_url, str) else server_attributes(base_url))
     attrs.update(_context_ids(context))
     if context.get("api_mode"):
         attrs[API_MODE] = str(context["api_mode"])
