@@ -31,5 +31,11 @@ unit: $(VENV)/.test-installed
 integration: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
+bench: $(VENV)/.test-installed  ## per-call overhead through real Hermes's runner (writes benchmarks/results/latest.json)
+	$(BIN)/python benchmarks/overhead.py
+
+docs: $(VENV)/.test-installed  ## regenerate the reference pages from the code
+	$(BIN)/python -m hermes_otel.reference docs
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info

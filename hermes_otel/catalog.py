@@ -211,11 +211,7 @@ def telemetry_markdown() -> str:
         "## Spans",
         "",
     ]
-    for span in SPANS:
-        out += [f"### `{span.name}` ({span.kind})", "", span.description, "", "| attribute | meaning |", "|---|---|"]
-        out += [f"| `{a}` | {ATTRIBUTES[a]} |" for a in span.attributes]
-        out.append("")
-    for span in MIDDLEWARE_SPANS:
+    for span in (*SPANS, *MIDDLEWARE_SPANS):
         out += [f"### `{span.name}` ({span.kind})", "", span.description, "", "| attribute | meaning |", "|---|---|"]
         out += [f"| `{a}` | {ATTRIBUTES[a]} |" for a in span.attributes]
         out.append("")

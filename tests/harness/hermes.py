@@ -111,3 +111,15 @@ def run_agent(base_url: str, prompt: str, **overrides: Any) -> dict:
     kwargs.update(overrides)
     agent = AIAgent(**kwargs)
     return agent.run_conversation(prompt)
+
+
+def parallel_reads(directory: Path, ids: tuple[str, str]) -> Any:
+    """A model reply with two read_file calls on independent paths: Hermes runs them as a concurrent batch."""
+    from hermes_otel.testing.fake_llm import Reply, ToolCall
+
+    calls = []
+    for n, call_id in enumerate(ids):
+        path = directory / f"file{n}.txt"
+        path.write_text(f"content {n}")
+        calls.append(ToolCall("read_file", {"path": str(path)}, id=call_id))
+    return Reply.tools(*calls)

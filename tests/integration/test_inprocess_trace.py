@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hermes_otel.testing.fake_llm import Reply, ToolCall
-from tests.harness.hermes import run_agent
+from tests.harness.hermes import parallel_reads, run_agent
 from tests.harness.documented import assert_documented
 from tests.harness.trees import named, only, tree
 
@@ -79,16 +79,7 @@ def test_tool_call_then_answer_is_one_trace(traced, llm, receiver):
 
 
 def test_two_tool_calls_in_one_reply_are_two_spans(traced, llm, receiver, tmp_path):
-    # read_file on independent paths runs as a concurrent batch (worker threads).
-    (tmp_path / "one.txt").write_text("1")
-    (tmp_path / "two.txt").write_text("2")
-    llm.push(
-        Reply.tools(
-            ToolCall("read_file", {"path": str(tmp_path / "one.txt")}, id="call_1x"),
-            ToolCall("read_file", {"path": str(tmp_path / "two.txt")}, id="call_2x"),
-        ),
-        Reply.text("Both ran."),
-    )
+    llm.push(parallel_reads(tmp_path, ("call_1x", "call_2x")), Reply.text("Both ran."))
     result = run_agent(llm.base_url, "read two files", enabled_toolsets=["file"])
     assert result["final_response"] == "Both ran."
     traced.flush(5)

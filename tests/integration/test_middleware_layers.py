@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from hermes_otel.testing.fake_llm import Reply, ToolCall
-from tests.harness.hermes import run_agent
+from tests.harness.hermes import parallel_reads, run_agent
 from tests.harness.documented import assert_documented
 from tests.harness.trees import named, only, tree
 
@@ -177,16 +177,7 @@ def test_short_circuit_tool(with_middleware_plugins, traced, llm, receiver, monk
 
 
 def test_parallel_tools_one_span_each_with_both_passes_inside(with_middleware_plugins, traced, llm, receiver, tmp_path):
-    # read_file on independent paths is one of the tools Hermes runs as a concurrent batch.
-    (tmp_path / "a.txt").write_text("alpha file")
-    (tmp_path / "b.txt").write_text("beta file")
-    llm.push(
-        Reply.tools(
-            ToolCall("read_file", {"path": str(tmp_path / "a.txt")}, id="call_P1"),
-            ToolCall("read_file", {"path": str(tmp_path / "b.txt")}, id="call_P2"),
-        ),
-        Reply.text("both"),
-    )
+    llm.push(parallel_reads(tmp_path, ("call_P1", "call_P2")), Reply.text("both"))
     assert run_agent(llm.base_url, "two at once", enabled_toolsets=["file"])["final_response"] == "both"
     spans = _turn(receiver, traced)
     root = only(spans, "invoke_agent hermes")
