@@ -23,7 +23,7 @@ from hermes_cli.plugins import PluginContext, PluginManifest, get_plugin_manager
 
 from hermes_otel import runtime  # noqa: E402
 from hermes_otel.config import load_settings  # noqa: E402
-from hermes_otel.hooks import HOOKS  # noqa: E402
+from hermes_otel.hooks import callbacks  # noqa: E402
 from hermes_otel.instrumentation.hermes import HermesInstrumentor  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
@@ -94,7 +94,7 @@ def setup(layers: int):
     manager._hooks.clear()
     manager._middleware.clear()
     ctx = PluginContext(PluginManifest(name="hermes_otel", source="bench", key="hermes_otel"), manager)
-    for hook, callback in HOOKS.items():
+    for hook, callback in callbacks().items():
         ctx.register_hook(hook, callback)
     third = PluginContext(PluginManifest(name="bench_layer", source="bench", key="bench_layer"), manager)
     for _ in range(layers):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import semconv as sc
+from .bridge import CONTENT_KEYS, HOOK_ATTR, KNOWN_HOOKS, SCHEMA_ATTR, STRING_KEYS
 from .middleware import layers as mw
 from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 
@@ -74,6 +75,25 @@ ATTRIBUTES: dict[str, str] = {
     sc.TURN_INTERRUPTED: "Whether the turn was interrupted (`on_session_end`).",
     sc.TURN_END_REASON: "Why a turn span was ended by us rather than by `on_session_end`: `evicted`, `shutdown`.",
     "gen_ai.token.type": "`input` or `output` (metric attribute).",
+    sc.API_RETRY_COUNT: "From `api_request_error`: retries so far.",
+    sc.API_MAX_RETRIES: "From `api_request_error`: the retry budget.",
+    sc.API_RETRYABLE: "From `api_request_error`: whether Hermes will retry.",
+    sc.API_ERROR_REASON: "From `api_request_error`: Hermes's classification of the failure.",
+    sc.APPROVAL_SURFACE: "`cli`, `gateway` or `smart`.",
+    sc.APPROVAL_PATTERN_KEY: "The dangerous-command pattern that needed approval.",
+    sc.APPROVAL_PATTERN_KEYS: "All matched pattern keys.",
+    sc.APPROVAL_CHOICE: "`once`, `session`, `always`, `deny`, `timeout`, `smart_approve`, `smart_deny`.",
+    sc.APPROVAL_DECIDED_BY: "`aux_llm` for smart approvals.",
+    sc.SUBAGENT_ROLE: "The subagent's role.",
+    sc.SUBAGENT_GOAL_CHARS: "Size of the subagent's goal, in characters (the goal itself is content).",
+    sc.SUBAGENT_STATUS: "The subagent's final status (`subagent_stop`).",
+    sc.SUBAGENT_DURATION_MS: "The subagent's duration as Hermes measured it.",
+    sc.SUBAGENT_CHILD_SESSION: "The subagent's session id (its turns' `gen_ai.conversation.id`).",
+    sc.SUBAGENT_ID: "Hermes's subagent id.",
+    "gen_ai.input.messages": "Content capture (SPAN_ONLY / SPAN_AND_EVENT): the turn's user message, redacted, capped.",
+    "gen_ai.output.messages": "Content capture: the turn's final assistant response, redacted, capped.",
+    "gen_ai.tool.call.arguments": "Content capture: the tool's (effective) arguments, redacted, capped.",
+    "gen_ai.tool.call.result": "Content capture: the tool's result, redacted, capped.",
     mw.KIND: "Middleware kind: `llm_request`, `tool_request`, `llm_execution`, `tool_execution`.",
     mw.PLUGIN: "The plugin that registered the callback (its manifest name).",
     mw.CALLBACK: "The callback's qualified name (`module.qualname`).",
@@ -97,7 +117,8 @@ SPANS: tuple[SpanDoc, ...] = (
         "One per user turn, the root of its trace: from the turn's first hook or middleware call to `on_session_end`. "
         "Links to the previous turn's root of the same session. Status ERROR when interrupted or incomplete.",
         (sc.OPERATION, sc.AGENT_NAME, sc.CONVERSATION_ID, sc.TURN_ID, sc.TASK_ID, sc.PLATFORM, sc.REQUEST_MODEL,
-         sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON),
+         sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, "gen_ai.input.messages",
+         "gen_ai.output.messages"),
     ),
     SpanDoc(
         "chat {gen_ai.request.model}",
@@ -109,7 +130,8 @@ SPANS: tuple[SpanDoc, ...] = (
          sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_CHOICE_COUNT, sc.REQUEST_STREAM, sc.RESPONSE_MODEL, sc.RESPONSE_ID,
          sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT, sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
          sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
-         sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS),
+         sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
+         sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON),
     ),
     SpanDoc(
         "execute_tool {gen_ai.tool.name}",
@@ -117,7 +139,23 @@ SPANS: tuple[SpanDoc, ...] = (
         "One per tool call, around the `tool_execution` chain (once per call, also for parallel batches, where "
         "Hermes runs the chain twice). Status from `post_tool_call`; a call blocked before execution still gets one.",
         (sc.OPERATION, sc.TOOL_NAME, sc.TOOL_CALL_ID, sc.TOOL_TYPE, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
-         sc.TOOL_STATUS, sc.ERROR_TYPE, sc.HTTP_STATUS),
+         sc.TOOL_STATUS, sc.ERROR_TYPE, sc.HTTP_STATUS, "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"),
+    ),
+    SpanDoc(
+        "approval",
+        "INTERNAL",
+        "The time an approval decision takes (`pre_approval_request` to `post_approval_response`), under the "
+        "tool call it guards. ERROR when denied or timed out; the tool then shows `hermes.tool.status=blocked`.",
+        (sc.APPROVAL_SURFACE, sc.APPROVAL_PATTERN_KEY, sc.APPROVAL_PATTERN_KEYS, sc.APPROVAL_CHOICE,
+         sc.APPROVAL_DECIDED_BY, sc.TURN_ID, sc.TOOL_CALL_ID),
+    ),
+    SpanDoc(
+        "subagent {hermes.subagent.role}",
+        "INTERNAL",
+        "A subagent's life (`subagent_start` to `subagent_stop`) under the parent's `delegate_task` tool span; "
+        "the child's turn roots nest under it.",
+        (sc.SUBAGENT_ROLE, sc.SUBAGENT_GOAL_CHARS, sc.SUBAGENT_STATUS, sc.SUBAGENT_DURATION_MS,
+         sc.SUBAGENT_CHILD_SESSION, sc.SUBAGENT_ID, sc.CONVERSATION_ID),
     ),
 )
 
@@ -174,6 +212,18 @@ METRICS: tuple[MetricDoc, ...] = (
         (sc.OPERATION, sc.AGENT_NAME), AGENT_BUCKETS,
     ),
     MetricDoc(
+        "hermes.tool.calls", "counter", "{call}", "Tool calls by tool and Hermes's status (`post_tool_call`).",
+        (sc.TOOL_NAME, sc.TOOL_STATUS),
+    ),
+    MetricDoc(
+        "hermes.api.errors", "counter", "{error}", "Failed provider attempts by reason and HTTP status.",
+        (sc.API_ERROR_REASON, sc.HTTP_STATUS),
+    ),
+    MetricDoc(
+        "hermes.approvals", "counter", "{decision}", "Approval decisions by choice and surface.",
+        (sc.APPROVAL_CHOICE, sc.APPROVAL_SURFACE),
+    ),
+    MetricDoc(
         "hermes.middleware.duration", "histogram", "s",
         "Time in one execution-middleware layer, downstream included.", (mw.KIND, mw.PLUGIN, mw.OUTCOME),
         DURATION_BUCKETS,
@@ -220,6 +270,27 @@ def telemetry_markdown() -> str:
         out += [f"### `{name}`", "", description, ""]
         if attrs:
             out += ["| attribute | meaning |", "|---|---|"] + [f"| `{a}` | {ATTRIBUTES[a]} |" for a in attrs] + [""]
+    out += [
+        "## Log records",
+        "",
+        "Every observer hook call is one OTLP log record, in order, named `hermes.observer.<hook>` (its",
+        "`event_name`), with the trace and span ids of the span it belongs to (the tool call, else the turn).",
+        "Hooks: " + ", ".join(f"`{h}`" for h in sorted(KNOWN_HOOKS)) + "; a hook Hermes adds later is",
+        "exported the same way and reported once.",
+        "",
+        "| attribute | meaning |",
+        "|---|---|",
+        f"| `{HOOK_ATTR}` | The hook name. |",
+        f"| `{SCHEMA_ATTR}` | The payload's `telemetry_schema_version` (`unknown` when missing). |",
+        "| `hermes.<key>` | For the payload keys " + ", ".join(f"`{k}`" for k in STRING_KEYS)
+        + " (ids and short enum-like strings), and for every boolean or numeric field of the payload "
+        "(durations, counts, flags). Never content. |",
+        "",
+        "The body holds content only under capture (`EVENT_ONLY`, `SPAN_AND_EVENT`): the payload's "
+        + ", ".join(f"`{k}`" for k in CONTENT_KEYS)
+        + " fields, redacted and capped. Conversation history is never exported.",
+        "",
+    ]
     out += ["## Metrics", "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]
     for m in METRICS:
         attrs = ", ".join(f"`{a}`" for a in m.attributes)

@@ -1,46 +1,46 @@
-"""Observer-hook callbacks: Hermes payloads -> tracker calls.
+"""Observer-hook registration: one generic callback per hook Hermes knows.
 
-Each callback reads the live tracker at call time (so a reload swaps it
-without re-registering), never raises, and returns None (observers must not
-inject context or change results).
+Each callback reads the live bridge at call time (so a reload swaps it
+without re-registering), never raises, and returns None: observers must not
+inject context, block a tool or change a result.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from . import runtime
+from .bridge import KNOWN_HOOKS
 from .safety import safely
 
-
-def _on_turn_start(**payload: Any) -> None:
-    tracker = runtime.current_tracker()
-    if tracker is not None:
-        safely(tracker.turn, payload.get("turn_id"), payload.get("session_id"), payload)
+_SESSION_END = frozenset({"on_session_finalize", "on_session_reset"})
 
 
-def _on_turn_end(**payload: Any) -> None:
-    tracker = runtime.current_tracker()
-    if tracker is not None:
-        safely(tracker.end_turn, payload.get("turn_id"), payload)
+def hook_names() -> list[str]:
+    """Every hook this Hermes defines (its VALID_HOOKS), else the ones we know."""
+    try:
+        from hermes_cli.plugins import VALID_HOOKS
+
+        names = set(VALID_HOOKS)
+    except Exception:  # noqa: BLE001 - another Hermes: fall back to ours
+        names = set(KNOWN_HOOKS)
+    return sorted(names)
 
 
-def _on_post_tool_call(**payload: Any) -> None:
-    tracker = runtime.current_tracker()
-    if tracker is not None:
-        safely(tracker.tool_outcome, payload)
+def _callback(name: str) -> Callable[..., None]:
+    def on_hook(**payload: Any) -> None:
+        bridge = runtime.current_bridge()
+        if bridge is not None:
+            safely(bridge.on_hook, name, payload)
+        if name in _SESSION_END:
+            # The real end of a session (CLI exit, gateway expiry): a bounded
+            # flush so nothing waits in a queue if the process is about to go.
+            safely(runtime.flush)
+        return None
+
+    on_hook.__name__ = on_hook.__qualname__ = f"hermes_otel_{name}"
+    return on_hook
 
 
-def _on_session_finalize(**payload: Any) -> None:
-    # The real end of a session (CLI exit, gateway expiry): a bounded flush so
-    # nothing waits in a queue if the process is about to go.
-    safely(runtime.flush)
-
-
-HOOKS: dict[str, Callable[..., None]] = {
-    "pre_llm_call": _on_turn_start,
-    "on_session_end": _on_turn_end,
-    "post_tool_call": _on_post_tool_call,
-    "on_session_finalize": _on_session_finalize,
-    "on_session_reset": _on_session_finalize,
-}
+def callbacks(names: Iterable[str] | None = None) -> dict[str, Callable[..., None]]:
+    return {name: _callback(name) for name in (hook_names() if names is None else names)}

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import _log, runtime
 from .config import load_settings
-from .hooks import HOOKS
+from .hooks import callbacks
 from .instrumentation.hermes import HermesInstrumentor, fallback_middleware
 from .middleware import log_hygiene
 
@@ -47,7 +47,7 @@ def _register(ctx: Any) -> None:
         for kind, callback in fallback_middleware(runtime.current_tracker).items():
             ctx.register_middleware(kind, callback)
     if tracker is not None:
-        for hook, callback in HOOKS.items():
+        for hook, callback in callbacks().items():
             ctx.register_hook(hook, callback)
     if mode != _last_mode:
         _log.logger.info(

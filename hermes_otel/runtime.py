@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from . import _log, telemetry
 from .config import Settings
 from .exporters.health import health
+from .bridge import ObserverBridge
 from .tracker import Tracker
 
 _MAX_RETIRED = 2
@@ -31,6 +32,7 @@ _MAX_RETIRED = 2
 class _State:
     telemetry: telemetry.Telemetry | None = None
     tracker: Tracker | None = None
+    bridge: ObserverBridge | None = None
     shared: tuple | None = None  # providers handed to us by the host application
 
 
@@ -43,6 +45,10 @@ _atexit_registered = False
 def current_tracker() -> Tracker | None:
     """The live tracker, or None when telemetry is off (the wrappers then pass through)."""
     return _state.tracker
+
+
+def current_bridge() -> ObserverBridge | None:
+    return _state.bridge
 
 
 def current_telemetry() -> telemetry.Telemetry | None:
@@ -71,7 +77,7 @@ def configure(settings: Settings) -> Tracker | None:
     with _lock:
         if not settings.enabled:
             _retire(_state.telemetry)
-            _state.telemetry, _state.tracker = None, None
+            _state.telemetry, _state.tracker, _state.bridge = None, None, None
             return None
         live = _state.telemetry
         if live is not None and live.settings == settings:
@@ -84,6 +90,7 @@ def configure(settings: Settings) -> Tracker | None:
         _retire(live)
         _state.telemetry = new
         _state.tracker = _replace_tracker(_state.tracker, new)
+        _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content)
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True
@@ -122,7 +129,7 @@ def shutdown() -> None:
         live, tracker = _state.telemetry, _state.tracker
         retired = list(_retired)
         _retired.clear()
-        _state.telemetry, _state.tracker = None, None
+        _state.telemetry, _state.tracker, _state.bridge = None, None, None
     if tracker is not None:
         tracker.end_all("shutdown")
     budget = live.settings.flush_timeout_s if live is not None else 2.0

@@ -58,6 +58,22 @@ TURN_COMPLETED = "hermes.turn.completed"
 TURN_INTERRUPTED = "hermes.turn.interrupted"
 TURN_END_REASON = "hermes.turn.end_reason"
 
+API_RETRY_COUNT = "hermes.api.retry_count"
+API_MAX_RETRIES = "hermes.api.max_retries"
+API_RETRYABLE = "hermes.api.retryable"
+API_ERROR_REASON = "hermes.api.error_reason"
+APPROVAL_SURFACE = "hermes.approval.surface"
+APPROVAL_PATTERN_KEY = "hermes.approval.pattern_key"
+APPROVAL_PATTERN_KEYS = "hermes.approval.pattern_keys"
+APPROVAL_CHOICE = "hermes.approval.choice"
+APPROVAL_DECIDED_BY = "hermes.approval.decided_by"
+SUBAGENT_ROLE = "hermes.subagent.role"
+SUBAGENT_GOAL_CHARS = "hermes.subagent.goal_chars"
+SUBAGENT_STATUS = "hermes.subagent.status"
+SUBAGENT_DURATION_MS = "hermes.subagent.duration_ms"
+SUBAGENT_CHILD_SESSION = "hermes.subagent.child_session_id"
+SUBAGENT_ID = "hermes.subagent.id"
+
 AGENT = "hermes"
 OP_CHAT = "chat"
 OP_TOOL = "execute_tool"
@@ -341,4 +357,77 @@ def error_attributes(exc: BaseException) -> dict[str, Any]:
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and not isinstance(status, bool):
         attrs[HTTP_STATUS] = status
+    return attrs
+
+
+def _str(value: Any, cap: int = 256) -> str | None:
+    return value[:cap] if isinstance(value, str) and value else None
+
+
+def _pick(payload: Mapping[str, Any], mapping: tuple[tuple[str, str, type], ...]) -> dict[str, Any]:
+    """Typed attributes from a payload: strings (capped), ints, bools; anything else is skipped."""
+    attrs: dict[str, Any] = {}
+    for key, name, kind in mapping:
+        value = payload.get(key)
+        if kind is str:
+            value = _str(value)
+        elif kind is int:
+            value = _num(value, int)
+        elif kind is bool:
+            value = value if isinstance(value, bool) else None
+        if value is not None:
+            attrs[name] = value
+    return attrs
+
+
+def api_error_attributes(payload: Mapping[str, Any]) -> dict[str, Any]:
+    attrs = _pick(
+        payload,
+        (
+            ("retry_count", API_RETRY_COUNT, int),
+            ("max_retries", API_MAX_RETRIES, int),
+            ("retryable", API_RETRYABLE, bool),
+            ("reason", API_ERROR_REASON, str),
+            ("status_code", HTTP_STATUS, int),
+        ),
+    )
+    error = payload.get("error")
+    if isinstance(error, Mapping) and _str(error.get("type")):
+        attrs[ERROR_TYPE] = _str(error.get("type"))
+    return attrs
+
+
+def approval_attributes(payload: Mapping[str, Any]) -> dict[str, Any]:
+    attrs = _pick(
+        payload,
+        (
+            ("surface", APPROVAL_SURFACE, str),
+            ("pattern_key", APPROVAL_PATTERN_KEY, str),
+            ("choice", APPROVAL_CHOICE, str),
+            ("decided_by", APPROVAL_DECIDED_BY, str),
+            ("turn_id", TURN_ID, str),
+            ("tool_call_id", TOOL_CALL_ID, str),
+        ),
+    )
+    keys = payload.get("pattern_keys")
+    if isinstance(keys, (list, tuple)) and all(isinstance(k, str) for k in keys):
+        attrs[APPROVAL_PATTERN_KEYS] = tuple(k[:256] for k in keys[:32])
+    return attrs
+
+
+def subagent_attributes(payload: Mapping[str, Any]) -> dict[str, Any]:
+    attrs = _pick(
+        payload,
+        (
+            ("child_role", SUBAGENT_ROLE, str),
+            ("child_status", SUBAGENT_STATUS, str),
+            ("duration_ms", SUBAGENT_DURATION_MS, int),
+            ("child_session_id", SUBAGENT_CHILD_SESSION, str),
+            ("child_subagent_id", SUBAGENT_ID, str),
+            ("parent_session_id", CONVERSATION_ID, str),
+        ),
+    )
+    goal = payload.get("child_goal")
+    if isinstance(goal, str):
+        attrs[SUBAGENT_GOAL_CHARS] = len(goal)
     return attrs

@@ -52,7 +52,15 @@ class Call:
 
 
 class Tracker:
-    def __init__(self, tracer: trace.Tracer, meter: Meter | None = None, *, max_turns: int = 1024) -> None:
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        meter: Meter | None = None,
+        *,
+        max_turns: int = 1024,
+        turn_ttl_s: float = 6 * 3600.0,
+        session_ttl_s: float = 24 * 3600.0,
+    ) -> None:
         self._tracer = tracer
         self._lock = threading.Lock()
         self._turns: OrderedDict[str, Turn] = OrderedDict()
@@ -64,6 +72,13 @@ class Tracker:
         # Request-middleware effects waiting for the span of the call they
         # affected: ("llm_request", api_request_id) / ("tool_request", tool_call_id).
         self._pending: OrderedDict[tuple[str, str], list[RequestEvent]] = OrderedDict()
+        self._failed_chats: OrderedDict[str, Call] = OrderedDict()  # api_request_id -> failed attempt awaiting api_request_error
+        self._approvals: OrderedDict[str, Call] = OrderedDict()  # tool_call_id or turn_id -> open approval wait
+        self._subagents: OrderedDict[str, Call] = OrderedDict()  # child session id -> open subagent span
+        self._sessions: OrderedDict[str, float] = OrderedDict()  # session id -> last activity (monotonic)
+        self._turn_ttl_s = turn_ttl_s
+        self._session_ttl_s = session_ttl_s
+        self._next_sweep = time.monotonic() + 60.0
 
     # -- request middleware ----------------------------------------------------
 
@@ -97,13 +112,19 @@ class Tracker:
             session = session_id if isinstance(session_id, str) else ""
             previous = self._last_root.get(session) if session else None
             links = [Link(previous, {"hermes.link.type": "previous_turn"})] if previous else None
+            subagent = self._subagents.get(session) if session else None
+            # A subagent's turns nest under the parent's subagent span; any other turn starts a trace.
+            parent = trace.set_span_in_context(subagent.span) if subagent is not None else otel_context.Context()
             span = self._tracer.start_span(
                 f"{sc.OP_AGENT} {sc.AGENT}",
-                context=otel_context.Context(),  # one trace per turn
+                context=parent,
                 kind=SpanKind.INTERNAL,
                 attributes=sc.turn_attributes(session, turn_id, payload),
                 links=links,
             )
+            if session:
+                self._sessions[session] = time.monotonic()
+                self._sessions.move_to_end(session)
             turn = Turn(span, trace.set_span_in_context(span), session)
             self._turns[turn_id] = turn
             if session:
@@ -115,19 +136,57 @@ class Tracker:
         if evicted is not None:
             evicted.span.set_attribute(sc.TURN_END_REASON, "evicted")
             evicted.span.end()
+        if time.monotonic() >= self._next_sweep:
+            self.sweep()
         return turn
 
-    def end_turn(self, turn_id: Any, payload: Mapping[str, Any]) -> None:
+    def sweep(self, now: float | None = None) -> None:
+        """End turns open longer than the turn TTL; forget sessions idle longer than the session TTL."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self._next_sweep = now + 60.0
+            stale = [tid for tid, t in self._turns.items() if now - t.started > self._turn_ttl_s]
+            idle = [sid for sid, seen in self._sessions.items() if now - seen > self._session_ttl_s]
+        for turn_id in stale:
+            self.end_turn(turn_id, {}, reason="ttl")
+        for session in idle:
+            self.close_session(session)
+
+    def session_started(self, session_id: Any) -> None:
+        if isinstance(session_id, str) and session_id:
+            with self._lock:
+                self._sessions[session_id] = time.monotonic()
+                self._sessions.move_to_end(session_id)
+                while len(self._sessions) > self._max_turns:
+                    self._sessions.popitem(last=False)
+
+    def close_session(self, session_id: Any) -> None:
+        """`on_session_finalize` / `on_session_reset` / TTL: the session's state goes; open turns end."""
+        if not isinstance(session_id, str) or not session_id:
+            return
+        with self._lock:
+            self._sessions.pop(session_id, None)
+            self._last_root.pop(session_id, None)
+            open_turns = [tid for tid, t in self._turns.items() if t.session_id == session_id]
+        for turn_id in open_turns:
+            self.end_turn(turn_id, {}, reason="session_closed")
+
+    def end_turn(self, turn_id: Any, payload: Mapping[str, Any], reason: str | None = None) -> None:
         if not isinstance(turn_id, str):
             return
         with self._lock:
             turn = self._turns.pop(turn_id, None)
             leftovers = [c for c in self._tools.values() if c.turn_id == turn_id]
+            failed = [c for c in self._failed_chats.values() if c.turn_id == turn_id]
         for call in leftovers:
             self._end_tool(call)
+        for call in failed:
+            self._end_failed_chat(call)
         if turn is None:
             return
         span = turn.span
+        if reason is not None:
+            span.set_attribute(sc.TURN_END_REASON, reason)
         completed = payload.get("completed")
         interrupted = payload.get("interrupted")
         if isinstance(completed, bool):
@@ -149,7 +208,9 @@ class Tracker:
         with self._lock:
             turns, self._turns = list(self._turns.values()), OrderedDict()
             tools, self._tools = list(self._tools.values()), OrderedDict()
-        for call in tools:
+            others = [*self._failed_chats.values(), *self._approvals.values(), *self._subagents.values()]
+            self._failed_chats, self._approvals, self._subagents = OrderedDict(), OrderedDict(), OrderedDict()
+        for call in (*tools, *others):
             call.span.end(end_time=call.end_ns)
         for turn in turns:
             turn.span.set_attribute(sc.TURN_END_REASON, reason)
@@ -160,13 +221,14 @@ class Tracker:
 
     def adopt(self, other: "Tracker") -> None:
         """Take over another tracker's open state (configuration reload)."""
+        names = ("_turns", "_last_root", "_tools", "_pending", "_failed_chats", "_approvals", "_subagents", "_sessions")
         with other._lock:
-            turns, last_root, tools = other._turns, other._last_root, other._tools
-            other._turns, other._last_root, other._tools = OrderedDict(), OrderedDict(), OrderedDict()
+            taken = {name: getattr(other, name) for name in names}
+            for name in names:
+                setattr(other, name, OrderedDict())
         with self._lock:
-            self._turns.update(turns)
-            self._last_root.update(last_root)
-            self._tools.update(tools)
+            for name, value in taken.items():
+                getattr(self, name).update(value)
 
     # -- provider attempts -----------------------------------------------------
 
@@ -174,6 +236,11 @@ class Tracker:
         attrs = sc.chat_request_attributes(request, context)
         turn = self.turn(context.get("turn_id"), context.get("session_id"), context)
         api_request_id = context.get("api_request_id")
+        if isinstance(api_request_id, str):
+            with self._lock:
+                previous = self._failed_chats.get(api_request_id)
+            if previous is not None:
+                self._end_failed_chat(previous)
         if turn is not None and isinstance(api_request_id, str) and api_request_id:
             with self._lock:
                 attempt = turn.attempts.get(api_request_id, 0) + 1
@@ -188,13 +255,29 @@ class Tracker:
         )
         self._attach_request_events(span, LLM_REQUEST, api_request_id)
         metric_attrs = {k: attrs[k] for k in (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDRESS) if k in attrs}
-        return Call(span, time.monotonic(), metric_attrs)
+        return Call(
+            span,
+            time.monotonic(),
+            metric_attrs,
+            turn_id=context.get("turn_id") or "",
+            call_id=api_request_id if isinstance(api_request_id, str) else "",
+        )
 
     def finish_chat(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
         span = call.span
         if error is not None:
             _record_error(span, error)
             call.metric_attrs[sc.ERROR_TYPE] = type(error).__name__
+            if call.call_id:
+                # api_request_error (status code, retryable, reason) follows: end the span then.
+                call.end_ns = time.time_ns()
+                with self._lock:
+                    self._failed_chats[call.call_id] = call
+                    while len(self._failed_chats) > self._max_turns:
+                        self._end_failed_chat(self._failed_chats.popitem(last=False)[1], locked=True)
+                if self._metrics is not None:
+                    self._metrics.operation_duration.record(time.monotonic() - call.started, call.metric_attrs)
+                return
         else:
             attrs = sc.chat_response_attributes(response)
             span.set_attributes(attrs)
@@ -207,6 +290,98 @@ class Tracker:
         span.end()
         if self._metrics is not None:
             self._metrics.operation_duration.record(time.monotonic() - call.started, call.metric_attrs)
+
+    def api_error(self, payload: Mapping[str, Any]) -> None:
+        """`api_request_error`: Hermes's account of a failed attempt, on that attempt's span."""
+        api_request_id = payload.get("api_request_id")
+        with self._lock:
+            call = self._failed_chats.get(api_request_id) if isinstance(api_request_id, str) else None
+        if call is None:
+            return
+        call.span.set_attributes(sc.api_error_attributes(payload))
+        self._end_failed_chat(call)
+
+    def _end_failed_chat(self, call: Call, locked: bool = False) -> None:
+        if not locked:
+            with self._lock:
+                if self._failed_chats.get(call.call_id) is call:
+                    del self._failed_chats[call.call_id]
+        call.span.end(end_time=call.end_ns)
+
+    # -- approvals and subagents -------------------------------------------------
+
+    def approval_requested(self, payload: Mapping[str, Any]) -> None:
+        key = payload.get("tool_call_id") or payload.get("turn_id")
+        if not isinstance(key, str) or not key:
+            return
+        with self._lock:
+            tool = self._tools.get(payload.get("tool_call_id") or "")
+            turn = self._turns.get(payload.get("turn_id") or "")
+        parent = trace.set_span_in_context(tool.span) if tool else (turn.context if turn else None)
+        span = self._tracer.start_span(
+            "approval", context=parent, kind=SpanKind.INTERNAL, attributes=sc.approval_attributes(payload)
+        )
+        with self._lock:
+            self._approvals[key] = Call(span, time.monotonic(), {})
+            while len(self._approvals) > self._max_turns:
+                self._approvals.popitem(last=False)[1].span.end()
+
+    def approval_decided(self, payload: Mapping[str, Any]) -> str | None:
+        key = payload.get("tool_call_id") or payload.get("turn_id")
+        with self._lock:
+            call = self._approvals.pop(key, None) if isinstance(key, str) else None
+        choice = payload.get("choice")
+        if call is not None:
+            call.span.set_attributes(sc.approval_attributes(payload))
+            if choice in ("deny", "timeout", "smart_deny"):
+                call.span.set_status(Status(StatusCode.ERROR, f"approval {choice}"))
+            call.span.end()
+        return choice if isinstance(choice, str) else None
+
+    def subagent_started(self, payload: Mapping[str, Any]) -> None:
+        child = payload.get("child_session_id")
+        if not isinstance(child, str) or not child:
+            return
+        parent_turn = payload.get("parent_turn_id")
+        with self._lock:
+            # The parent's open delegate_task call in that turn, else the parent's turn root.
+            tool = next(
+                (c for c in reversed(self._tools.values())
+                 if c.turn_id == parent_turn and c.metric_attrs.get(sc.TOOL_NAME) == "delegate_task"),
+                None,
+            )
+            turn = self._turns.get(parent_turn) if isinstance(parent_turn, str) else None
+        parent = trace.set_span_in_context(tool.span) if tool else (turn.context if turn else None)
+        attrs = sc.subagent_attributes(payload)
+        span = self._tracer.start_span(
+            f"subagent {attrs.get(sc.SUBAGENT_ROLE, '')}".strip(), context=parent, kind=SpanKind.INTERNAL,
+            attributes=attrs,
+        )
+        with self._lock:
+            self._subagents[child] = Call(span, time.monotonic(), {})
+            while len(self._subagents) > self._max_turns:
+                self._subagents.popitem(last=False)[1].span.end()
+
+    def subagent_stopped(self, payload: Mapping[str, Any]) -> None:
+        child = payload.get("child_session_id")
+        with self._lock:
+            call = self._subagents.pop(child, None) if isinstance(child, str) else None
+        if call is None:
+            return
+        call.span.set_attributes(sc.subagent_attributes(payload))
+        status = payload.get("child_status")
+        if isinstance(status, str) and status not in ("completed", "ok", "success"):
+            call.span.set_status(Status(StatusCode.ERROR, status))
+        call.span.end()
+
+    def span_for(self, payload: Mapping[str, Any]) -> Span | None:
+        """The span an observer payload belongs to (for log correlation): tool, then turn."""
+        with self._lock:
+            call = self._tools.get(payload.get("tool_call_id") or "")
+            turn = self._turns.get(payload.get("turn_id") or "")
+        if call is not None:
+            return call.span
+        return turn.span if turn is not None else None
 
     # -- tool calls ----------------------------------------------------------
 

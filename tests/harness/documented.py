@@ -15,10 +15,21 @@ def _doc_for(span) -> catalog.SpanDoc:
     if "hermes.middleware.outcome" in span.attributes:
         return catalog.MIDDLEWARE_SPANS[0]
     operation = span.name.split(" ")[0]
-    return {"invoke_agent": catalog.SPANS[0], "chat": catalog.SPANS[1], "execute_tool": catalog.SPANS[2]}[operation]
+    return {
+        "invoke_agent": catalog.SPANS[0], "chat": catalog.SPANS[1], "execute_tool": catalog.SPANS[2],
+        "approval": catalog.SPANS[3], "subagent": catalog.SPANS[4],
+    }[operation]
 
 
-def assert_documented(spans: Sequence, metrics: Sequence = ()) -> None:
+def assert_documented(spans: Sequence, metrics: Sequence = (), logs: Sequence = ()) -> None:
+    from hermes_otel.bridge import HOOK_ATTR, KNOWN_HOOKS, SCHEMA_ATTR, STRING_KEYS
+
+    strings = {f"hermes.{k}" for k in STRING_KEYS} | {HOOK_ATTR, SCHEMA_ATTR}
+    for record in logs:
+        assert record.event_name.startswith("hermes.observer.")
+        assert record.event_name.removeprefix("hermes.observer.") in KNOWN_HOOKS
+        for key, value in record.attributes.items():
+            assert key in strings or (key.startswith("hermes.") and isinstance(value, (bool, int, float))), key
     for span in spans:
         doc = _doc_for(span)
         assert set(span.attributes) <= set(doc.attributes), (span.name, set(span.attributes) - set(doc.attributes))

@@ -1,0 +1,209 @@
+"""Observer bridge: every `hermes.observer.v1` hook payload -> spans, one log record, metrics.
+
+Spans are the derived view; the log stream loses nothing: each hook call
+becomes exactly one OTLP log record named `hermes.observer.<hook>`,
+correlated to the span it belongs to, with the schema version, the ids and
+safe scalars as attributes. The body carries content only when capture is on
+(EVENT_ONLY / SPAN_AND_EVENT), redacted and size-capped. Nothing here
+serialises the conversation history: a turn's cost does not grow with it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Mapping
+
+from opentelemetry import trace
+from opentelemetry._logs import SeverityNumber
+
+from . import _log, content
+from . import semconv as sc
+from .middleware.contract import OBSERVER_SCHEMA_VERSION
+from .tracker import Tracker
+
+SCHEMA_ATTR = "hermes.telemetry_schema_version"
+HOOK_ATTR = "hermes.observer.hook"
+EVENT_PREFIX = "hermes.observer."
+
+# The observer hooks of Hermes 0.19.0 (VALID_HOOKS). Others are exported best-effort and warned about once.
+KNOWN_HOOKS = frozenset(
+    {
+        "pre_tool_call", "post_tool_call", "transform_terminal_output", "transform_tool_result",
+        "transform_llm_output", "pre_llm_call", "post_llm_call", "pre_verify", "pre_api_request",
+        "post_api_request", "api_request_error", "on_session_start", "on_session_end", "on_session_finalize",
+        "on_session_reset", "subagent_start", "subagent_stop", "pre_gateway_dispatch", "pre_approval_request",
+        "post_approval_response", "kanban_task_claimed", "kanban_task_completed", "kanban_task_blocked",
+    }
+)
+
+# Payload keys exported as `hermes.<key>` string attributes (ids and short enum-like values).
+STRING_KEYS = (
+    "session_id", "task_id", "turn_id", "api_request_id", "tool_call_id", "parent_session_id",
+    "parent_turn_id", "parent_subagent_id", "child_session_id", "child_subagent_id", "platform", "model",
+    "provider", "api_mode", "tool_name", "status", "error_type", "finish_reason", "response_model", "surface",
+    "pattern_key", "choice", "decided_by", "reason", "child_role", "child_status", "board", "assignee",
+    "profile_name",
+)
+_MAX_STRING = 256
+
+# Payload keys that hold content: exported (sanitized) in the log body only under capture.
+CONTENT_KEYS = (
+    "user_message", "assistant_response", "assistant_message", "args", "result", "error_message", "error",
+    "command", "description", "child_goal", "child_summary", "summary", "output", "response",
+)
+
+
+def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Ids, enum-like strings and numeric/bool scalars; never content."""
+    schema = payload.get("telemetry_schema_version")
+    attrs: dict[str, Any] = {HOOK_ATTR: hook, SCHEMA_ATTR: schema if isinstance(schema, str) else "unknown"}
+    for key in STRING_KEYS:
+        value = payload.get(key)
+        if isinstance(value, str) and value:
+            attrs[f"hermes.{key}"] = value[:_MAX_STRING]
+    for key, value in payload.items():
+        if isinstance(value, bool) or (isinstance(value, int) and -(2**63) <= value < 2**63):
+            attrs[f"hermes.{key}"] = value
+        elif isinstance(value, float) and math.isfinite(value):
+            attrs[f"hermes.{key}"] = value
+    return attrs
+
+
+class ObserverBridge:
+    def __init__(self, tracker: Tracker, logger, meter=None, capture: str = "NO_CONTENT") -> None:
+        self._tracker = tracker
+        self._logger = logger
+        self._capture = capture
+        self._metrics = _Instruments(meter) if meter is not None else None
+
+    def on_hook(self, hook: str, payload: Mapping[str, Any]) -> None:
+        schema = payload.get("telemetry_schema_version")
+        if schema != OBSERVER_SCHEMA_VERSION:
+            _log.once(
+                f"schema:{schema!r}",
+                "hermes-otel: observer payload with schema %r (expected %r); exported best-effort",
+                schema,
+                OBSERVER_SCHEMA_VERSION,
+            )
+        if hook not in KNOWN_HOOKS:
+            _log.once(f"hook:{hook}", "hermes-otel: unknown observer hook %r; exported best-effort", hook)
+        span = self._tracker.span_for(payload)
+        handler = _SPAN_HANDLERS.get(hook)
+        if handler is not None:
+            handler(self, payload)
+        if span is None:
+            span = self._tracker.span_for(payload)
+        self._emit(hook, payload, span)
+
+    def _emit(self, hook: str, payload: Mapping[str, Any], span) -> None:
+        body = None
+        if content.in_events(self._capture):
+            body = {k: content.sanitize(payload[k]) for k in CONTENT_KEYS if k in payload}
+        self._logger.emit(
+            timestamp=time.time_ns(),
+            context=trace.set_span_in_context(span) if span is not None else None,
+            severity_number=SeverityNumber.INFO,
+            severity_text="INFO",
+            body=body or None,
+            attributes=_attributes(hook, payload),
+            event_name=EVENT_PREFIX + hook,
+        )
+
+    # -- span-side handlers -------------------------------------------------------
+
+    def _turn_start(self, payload: Mapping[str, Any]) -> None:
+        turn = self._tracker.turn(payload.get("turn_id"), payload.get("session_id"), payload)
+        if turn is not None and content.on_spans(self._capture) and "user_message" in payload:
+            turn.span.set_attribute("gen_ai.input.messages", _messages("user", payload.get("user_message")))
+
+    def _turn_output(self, payload: Mapping[str, Any]) -> None:
+        span = self._tracker.span_for({"turn_id": payload.get("turn_id")})
+        if span is not None and content.on_spans(self._capture) and "assistant_response" in payload:
+            span.set_attribute("gen_ai.output.messages", _messages("assistant", payload.get("assistant_response")))
+
+    def _turn_end(self, payload: Mapping[str, Any]) -> None:
+        self._tracker.end_turn(payload.get("turn_id"), payload)
+
+    def _pre_tool(self, payload: Mapping[str, Any]) -> None:
+        span = self._tracker.span_for({"tool_call_id": payload.get("tool_call_id")})
+        if span is not None and content.on_spans(self._capture) and "args" in payload:
+            span.set_attribute("gen_ai.tool.call.arguments", content.to_json(payload.get("args")))
+
+    def _post_tool(self, payload: Mapping[str, Any]) -> None:
+        if content.on_spans(self._capture) and "result" in payload:
+            span = self._tracker.span_for({"tool_call_id": payload.get("tool_call_id")})
+            if span is not None:
+                span.set_attribute("gen_ai.tool.call.result", content.to_json(payload.get("result")))
+        self._tracker.tool_outcome(payload)
+        if self._metrics is not None:
+            self._metrics.tool_calls.add(1, _labels(payload, (("tool_name", sc.TOOL_NAME), ("status", sc.TOOL_STATUS))))
+
+    def _api_error(self, payload: Mapping[str, Any]) -> None:
+        self._tracker.api_error(payload)
+        if self._metrics is not None:
+            labels = _labels(payload, (("reason", sc.API_ERROR_REASON),))
+            status = payload.get("status_code")
+            if isinstance(status, int) and not isinstance(status, bool):
+                labels[sc.HTTP_STATUS] = status
+            self._metrics.api_errors.add(1, labels)
+
+    def _approval_request(self, payload: Mapping[str, Any]) -> None:
+        self._tracker.approval_requested(payload)
+
+    def _approval_response(self, payload: Mapping[str, Any]) -> None:
+        self._tracker.approval_decided(payload)
+        if self._metrics is not None:
+            labels = _labels(payload, (("choice", sc.APPROVAL_CHOICE), ("surface", sc.APPROVAL_SURFACE)))
+            self._metrics.approvals.add(1, labels)
+
+    def _session_start(self, payload: Mapping[str, Any]) -> None:
+        self._tracker.session_started(payload.get("session_id"))
+
+    def _session_close(self, payload: Mapping[str, Any]) -> None:
+        self._tracker.close_session(payload.get("session_id"))
+
+    def _subagent_start(self, payload: Mapping[str, Any]) -> None:
+        self._tracker.subagent_started(payload)
+
+    def _subagent_stop(self, payload: Mapping[str, Any]) -> None:
+        self._tracker.subagent_stopped(payload)
+
+
+_SPAN_HANDLERS: dict[str, Callable[[ObserverBridge, Mapping[str, Any]], None]] = {
+    "pre_llm_call": ObserverBridge._turn_start,
+    "post_llm_call": ObserverBridge._turn_output,
+    "on_session_end": ObserverBridge._turn_end,
+    "pre_tool_call": ObserverBridge._pre_tool,
+    "post_tool_call": ObserverBridge._post_tool,
+    "api_request_error": ObserverBridge._api_error,
+    "pre_approval_request": ObserverBridge._approval_request,
+    "post_approval_response": ObserverBridge._approval_response,
+    "on_session_start": ObserverBridge._session_start,
+    "on_session_finalize": ObserverBridge._session_close,
+    "on_session_reset": ObserverBridge._session_close,
+    "subagent_start": ObserverBridge._subagent_start,
+    "subagent_stop": ObserverBridge._subagent_stop,
+}
+
+
+def _labels(payload: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    return {name: value[:64] for key, name in keys if isinstance(value := payload.get(key), str) and value}
+
+
+def _messages(role: str, text: Any) -> str:
+    """One message in the GenAI `parts` shape, as JSON (redacted, capped)."""
+    return content.to_json([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
+class _Instruments:
+    def __init__(self, meter) -> None:
+        self.tool_calls = meter.create_counter(
+            "hermes.tool.calls", unit="{call}", description="Tool calls by tool and Hermes's status"
+        )
+        self.api_errors = meter.create_counter(
+            "hermes.api.errors", unit="{error}", description="Failed provider attempts by reason and status code"
+        )
+        self.approvals = meter.create_counter(
+            "hermes.approvals", unit="{decision}", description="Approval decisions by choice and surface"
+        )
