@@ -125,11 +125,6 @@ class ObserverBridge:
     def _turn_end(self, payload: Mapping[str, Any]) -> None:
         self._tracker.end_turn(payload.get("turn_id"), payload)
 
-    def _pre_tool(self, payload: Mapping[str, Any]) -> None:
-        span = self._tracker.span_for({"tool_call_id": payload.get("tool_call_id")})
-        if span is not None and content.on_spans(self._capture) and "args" in payload:
-            span.set_attribute("gen_ai.tool.call.arguments", content.to_json(payload.get("args")))
-
     def _post_tool(self, payload: Mapping[str, Any]) -> None:
         if content.on_spans(self._capture) and "result" in payload:
             span = self._tracker.span_for({"tool_call_id": payload.get("tool_call_id")})
@@ -174,7 +169,6 @@ _SPAN_HANDLERS: dict[str, Callable[[ObserverBridge, Mapping[str, Any]], None]] =
     "pre_llm_call": ObserverBridge._turn_start,
     "post_llm_call": ObserverBridge._turn_output,
     "on_session_end": ObserverBridge._turn_end,
-    "pre_tool_call": ObserverBridge._pre_tool,
     "post_tool_call": ObserverBridge._post_tool,
     "api_request_error": ObserverBridge._api_error,
     "pre_approval_request": ObserverBridge._approval_request,

@@ -19,7 +19,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
-from . import _log, telemetry
+from . import _log, content, telemetry
 from .config import Settings
 from .exporters.health import health
 from .bridge import ObserverBridge
@@ -98,7 +98,7 @@ def configure(settings: Settings) -> Tracker | None:
 
 
 def _replace_tracker(old: Tracker | None, new: telemetry.Telemetry) -> Tracker:
-    tracker = Tracker(new.tracer, new.meter)
+    tracker = Tracker(new.tracer, new.meter, capture_on_spans=content.on_spans(new.settings.capture_content))
     if old is not None:
         # Open turns stay on the old tracker's spans; hand them over so the
         # new tracker parents their remaining calls and ends them.

@@ -22,6 +22,7 @@ from opentelemetry import trace
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
+from . import content
 from . import semconv as sc
 from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 from .middleware.contract import LLM_REQUEST, TOOL_REQUEST
@@ -60,7 +61,9 @@ class Tracker:
         max_turns: int = 1024,
         turn_ttl_s: float = 6 * 3600.0,
         session_ttl_s: float = 24 * 3600.0,
+        capture_on_spans: bool = False,
     ) -> None:
+        self.capture_on_spans = capture_on_spans
         self._tracer = tracer
         self._lock = threading.Lock()
         self._turns: OrderedDict[str, Turn] = OrderedDict()
@@ -75,6 +78,7 @@ class Tracker:
         self._failed_chats: OrderedDict[str, Call] = OrderedDict()  # api_request_id -> failed attempt awaiting api_request_error
         self._approvals: OrderedDict[str, Call] = OrderedDict()  # tool_call_id or turn_id -> open approval wait
         self._subagents: OrderedDict[str, Call] = OrderedDict()  # child session id -> open subagent span
+        self._denied: OrderedDict[str, str] = OrderedDict()  # tool_call_id -> approval choice that blocked it
         self._sessions: OrderedDict[str, float] = OrderedDict()  # session id -> last activity (monotonic)
         self._turn_ttl_s = turn_ttl_s
         self._session_ttl_s = session_ttl_s
@@ -331,9 +335,16 @@ class Tracker:
         with self._lock:
             call = self._approvals.pop(key, None) if isinstance(key, str) else None
         choice = payload.get("choice")
+        denied = choice in ("deny", "timeout", "smart_deny")
+        tool_call_id = payload.get("tool_call_id")
+        if denied and isinstance(tool_call_id, str) and tool_call_id:
+            with self._lock:
+                self._denied[tool_call_id] = choice
+                while len(self._denied) > self._max_turns:
+                    self._denied.popitem(last=False)
         if call is not None:
             call.span.set_attributes(sc.approval_attributes(payload))
-            if choice in ("deny", "timeout", "smart_deny"):
+            if denied:
                 call.span.set_status(Status(StatusCode.ERROR, f"approval {choice}"))
             call.span.end()
         return choice if isinstance(choice, str) else None
@@ -385,8 +396,10 @@ class Tracker:
 
     # -- tool calls ----------------------------------------------------------
 
-    def start_tool(self, tool_name: Any, context: Mapping[str, Any]) -> Call:
+    def start_tool(self, tool_name: Any, context: Mapping[str, Any], args: Any = None) -> Call:
         attrs = sc.tool_attributes(tool_name, context)
+        if self.capture_on_spans and args is not None:
+            attrs["gen_ai.tool.call.arguments"] = content.to_json(args)
         turn = self.turn(context.get("turn_id"), context.get("session_id"), context)
         span = self._tracer.start_span(
             f"{sc.OP_TOOL} {attrs.get(sc.TOOL_NAME, '')}".strip(),
@@ -423,6 +436,13 @@ class Tracker:
         if call is None:
             call = self._instant_tool(payload)
         status = payload.get("status")
+        with self._lock:
+            denied_by = self._denied.pop(call_id, None) if isinstance(call_id, str) else None
+        if denied_by is not None:
+            # Hermes reports a denied command as a tool error; it is a block, by approval.
+            payload = {**payload, "status": "blocked", "error_type": "approval_denied",
+                       "error_message": f"blocked: approval {denied_by}"}
+            status = "blocked"
         if isinstance(status, str) and status:
             call.span.set_attribute(sc.TOOL_STATUS, status)
             if status != "ok":

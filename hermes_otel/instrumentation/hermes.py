@@ -181,7 +181,7 @@ class HermesInstrumentor:
         key = _tool_key(tool_name, kwargs)
         if tracker is None or _ACTIVE_TOOL.get() == key:
             return wrapped(*args, **kwargs)
-        call = safely(tracker.start_tool, tool_name, kwargs)
+        call = safely(tracker.start_tool, tool_name, kwargs, args[1] if len(args) > 1 else kwargs.get("args"))
         if call is None:
             return wrapped(*args, **kwargs)
         marker = _ACTIVE_TOOL.set(key)

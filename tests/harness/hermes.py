@@ -42,6 +42,8 @@ def write_home(home: Path, base_url: str, *, enable: bool = True, plugins: tuple
         "auxiliary:",
         "  title_generation:",
         "    enabled: false",
+        "approvals:",
+        "  mode: manual",  # no auxiliary-model verdicts: they would consume scripted replies
     ]
     if enable or plugins:
         names = (["hermes_otel"] if enable else []) + list(plugins)

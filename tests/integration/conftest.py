@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -52,18 +54,32 @@ def traced(llm: FakeLLMServer, receiver: OTLPReceiver, monkeypatch: pytest.Monke
     runtime.flush(5)
 
 
-@pytest.fixture
-def with_middleware_plugins(traced, llm):
-    """mw_alpha and mw_beta (tests/plugins) enabled next to hermes_otel, for this test only."""
-    import sys
-
+@contextlib.contextmanager
+def enabled_plugins(llm: FakeLLMServer, *names: str):
+    """Test plugins (tests/plugins) enabled next to hermes_otel while the block runs."""
     from hermes_cli.plugins import discover_plugins
 
     install_test_plugins(_SESSION_HOME)
-    write_home(_SESSION_HOME, llm.base_url, plugins=("mw_alpha", "mw_beta"))
+    write_home(_SESSION_HOME, llm.base_url, plugins=names)
     discover_plugins(force=True)
-    alpha = sys.modules["hermes_plugins.mw_alpha"]
-    alpha.TRACES.clear()
-    yield alpha
-    write_home(_SESSION_HOME, llm.base_url)
-    discover_plugins(force=True)
+    try:
+        yield [sys.modules[f"hermes_plugins.{name}"] for name in names]
+    finally:
+        write_home(_SESSION_HOME, llm.base_url)
+        discover_plugins(force=True)
+
+
+@pytest.fixture
+def with_middleware_plugins(traced, llm):
+    """mw_alpha and mw_beta enabled next to hermes_otel, for this test only."""
+    with enabled_plugins(llm, "mw_alpha", "mw_beta") as (alpha, _):
+        alpha.TRACES.clear()
+        yield alpha
+
+
+@pytest.fixture
+def hook_tape(traced, llm):
+    """hook_tape records every observer hook call Hermes makes, in order."""
+    with enabled_plugins(llm, "hook_tape") as (tape,):
+        tape.TAPE.clear()
+        yield tape.TAPE
