@@ -13,15 +13,24 @@ import threading
 logger = logging.getLogger("hermes_otel")
 
 _seen: set[str] = set()
+_seen_for_process: set[str] = set()  # facts about the environment (a dead collector): not reset on reload
 _lock = threading.Lock()
 _MAX_KEYS = 4096  # bounded: a stream of unique keys cannot grow memory
 
 
-def once(key: str, msg: str, *args: object, level: int = logging.WARNING, exc_info: bool = False) -> None:
+def once(
+    key: str,
+    msg: str,
+    *args: object,
+    level: int = logging.WARNING,
+    exc_info: bool = False,
+    per_process: bool = False,
+) -> None:
+    seen = _seen_for_process if per_process else _seen
     with _lock:
-        first = key not in _seen
-        if first and len(_seen) < _MAX_KEYS:
-            _seen.add(key)
+        first = key not in seen
+        if first and len(seen) < _MAX_KEYS:
+            seen.add(key)
     logger.log(level if first else logging.DEBUG, msg, *args, exc_info=exc_info and first)
 
 

@@ -20,6 +20,7 @@ from opentelemetry._logs import SeverityNumber
 from . import _log, content
 from . import semconv as sc
 from .middleware.contract import OBSERVER_SCHEMA_VERSION
+from .safety import safely
 from .tracker import Tracker
 
 SCHEMA_ATTR = "hermes.telemetry_schema_version"
@@ -57,7 +58,7 @@ CONTENT_KEYS = (
 def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
     """Ids, enum-like strings and numeric/bool scalars; never content."""
     schema = payload.get("telemetry_schema_version")
-    attrs: dict[str, Any] = {HOOK_ATTR: hook, SCHEMA_ATTR: schema if isinstance(schema, str) else "unknown"}
+    attrs: dict[str, Any] = {HOOK_ATTR: hook[:_MAX_STRING], SCHEMA_ATTR: schema[:_MAX_STRING] if isinstance(schema, str) else "unknown"}
     for key in STRING_KEYS:
         value = payload.get(key)
         if isinstance(value, str) and value:
@@ -79,21 +80,22 @@ class ObserverBridge:
 
     def on_hook(self, hook: str, payload: Mapping[str, Any]) -> None:
         schema = payload.get("telemetry_schema_version")
-        if schema != OBSERVER_SCHEMA_VERSION:
+        if not (isinstance(schema, str) and schema == OBSERVER_SCHEMA_VERSION):
             _log.once(
-                f"schema:{schema!r}",
-                "hermes-otel: observer payload with schema %r (expected %r); exported best-effort",
-                schema,
+                f"schema:{content.redact_text(_short(schema), 80)}",
+                "hermes-otel: observer payload with schema %s (expected %r); exported best-effort",
+                content.redact_text(_short(schema), 80),
                 OBSERVER_SCHEMA_VERSION,
             )
         if hook not in KNOWN_HOOKS:
             _log.once(f"hook:{hook}", "hermes-otel: unknown observer hook %r; exported best-effort", hook)
-        span = self._tracker.span_for(payload)
+        # Each step fails open on its own: a payload that breaks the span view still gets its record.
+        span = safely(self._tracker.span_for, payload)
         handler = _SPAN_HANDLERS.get(hook)
         if handler is not None:
-            handler(self, payload)
+            safely(handler, self, payload)
         if span is None:
-            span = self._tracker.span_for(payload)
+            span = safely(self._tracker.span_for, payload)
         self._emit(hook, payload, span)
 
     def _emit(self, hook: str, payload: Mapping[str, Any], span) -> None:
@@ -179,6 +181,10 @@ _SPAN_HANDLERS: dict[str, Callable[[ObserverBridge, Mapping[str, Any]], None]] =
     "subagent_start": ObserverBridge._subagent_start,
     "subagent_stop": ObserverBridge._subagent_stop,
 }
+
+
+def _short(value: Any) -> str:
+    return value[:80] if isinstance(value, str) else type(value).__name__
 
 
 def _labels(payload: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, str]:

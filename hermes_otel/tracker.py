@@ -65,7 +65,7 @@ class Tracker:
     ) -> None:
         self.capture_on_spans = capture_on_spans
         self._tracer = tracer
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: ending an evicted span may come back into the tracker
         self._turns: OrderedDict[str, Turn] = OrderedDict()
         self._last_root: OrderedDict[str, trace.SpanContext] = OrderedDict()  # session -> previous turn root
         self._tools: OrderedDict[str, Call] = OrderedDict()  # tool_call_id -> open execute_tool span
@@ -127,8 +127,7 @@ class Tracker:
                 links=links,
             )
             if session:
-                self._sessions[session] = time.monotonic()
-                self._sessions.move_to_end(session)
+                self._touch_session(session)
             turn = Turn(span, trace.set_span_in_context(span), session)
             self._turns[turn_id] = turn
             if session:
@@ -159,10 +158,13 @@ class Tracker:
     def session_started(self, session_id: Any) -> None:
         if isinstance(session_id, str) and session_id:
             with self._lock:
-                self._sessions[session_id] = time.monotonic()
-                self._sessions.move_to_end(session_id)
-                while len(self._sessions) > self._max_turns:
-                    self._sessions.popitem(last=False)
+                self._touch_session(session_id)
+
+    def _touch_session(self, session_id: str) -> None:
+        self._sessions[session_id] = time.monotonic()
+        self._sessions.move_to_end(session_id)
+        while len(self._sessions) > self._max_turns:
+            self._sessions.popitem(last=False)
 
     def close_session(self, session_id: Any) -> None:
         """`on_session_finalize` / `on_session_reset` / TTL: the session's state goes; open turns end."""
@@ -263,8 +265,8 @@ class Tracker:
             span,
             time.monotonic(),
             metric_attrs,
-            turn_id=context.get("turn_id") or "",
-            call_id=api_request_id if isinstance(api_request_id, str) else "",
+            turn_id=_s(context.get("turn_id")),
+            call_id=_s(api_request_id),
         )
 
     def finish_chat(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
@@ -319,8 +321,8 @@ class Tracker:
         if not isinstance(key, str) or not key:
             return
         with self._lock:
-            tool = self._tools.get(payload.get("tool_call_id") or "")
-            turn = self._turns.get(payload.get("turn_id") or "")
+            tool = self._tools.get(_s(payload.get("tool_call_id")))
+            turn = self._turns.get(_s(payload.get("turn_id")))
         parent = trace.set_span_in_context(tool.span) if tool else (turn.context if turn else None)
         span = self._tracer.start_span(
             "approval", context=parent, kind=SpanKind.INTERNAL, attributes=sc.approval_attributes(payload)
@@ -335,7 +337,7 @@ class Tracker:
         with self._lock:
             call = self._approvals.pop(key, None) if isinstance(key, str) else None
         choice = payload.get("choice")
-        denied = choice in ("deny", "timeout", "smart_deny")
+        denied = isinstance(choice, str) and choice in ("deny", "timeout", "smart_deny")
         tool_call_id = payload.get("tool_call_id")
         if denied and isinstance(tool_call_id, str) and tool_call_id:
             with self._lock:
@@ -388,8 +390,8 @@ class Tracker:
     def span_for(self, payload: Mapping[str, Any]) -> Span | None:
         """The span an observer payload belongs to (for log correlation): tool, then turn."""
         with self._lock:
-            call = self._tools.get(payload.get("tool_call_id") or "")
-            turn = self._turns.get(payload.get("turn_id") or "")
+            call = self._tools.get(_s(payload.get("tool_call_id")))
+            turn = self._turns.get(_s(payload.get("turn_id")))
         if call is not None:
             return call.span
         return turn.span if turn is not None else None
@@ -411,16 +413,18 @@ class Tracker:
             span,
             time.monotonic(),
             {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs},
-            turn_id=context.get("turn_id") or "",
-            call_id=context.get("tool_call_id") or "",
+            turn_id=_s(context.get("turn_id")),
+            call_id=_s(context.get("tool_call_id")),
         )
         self._attach_request_events(span, TOOL_REQUEST, call.call_id)
         call_id = call.call_id
-        if isinstance(call_id, str) and call_id:
+        if call_id:
             with self._lock:
                 self._tools[call_id] = call
-                while len(self._tools) > self._max_turns:
-                    self._end_tool(self._tools.popitem(last=False)[1])
+                evicted = [self._tools.popitem(last=False)[1] for _ in range(len(self._tools) - self._max_turns)]
+            for old in evicted:
+                old.end_ns = old.end_ns or time.time_ns()
+                self._end_tool(old)
         return call
 
     def tool_outcome(self, payload: Mapping[str, Any]) -> None:
@@ -495,6 +499,11 @@ class Tracker:
 def _wall(monotonic_start: float) -> float:
     """Wall-clock time of a monotonic reading (for durations that end at a wall timestamp)."""
     return time.time() - (time.monotonic() - monotonic_start)
+
+
+def _s(value: Any) -> str:
+    """An id usable as a key: hostile payloads may carry lists, None or objects there."""
+    return value if isinstance(value, str) else ""
 
 
 def _record_error(span: Span, error: BaseException) -> None:

@@ -61,6 +61,7 @@ class ExportHealth:
             collector,
             reason,
             signal,
+            per_process=True,  # a plugin reload does not make a dead collector news again
         )
 
     def success(self, endpoint: str) -> None:

@@ -44,7 +44,7 @@ def test_refused_endpoint_costs_nothing_visible(llm, monkeypatch, caplog):
     ours = ("hermes_otel", "opentelemetry")
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith(ours)]
     # One message for the dead collector, whatever the signal and however many retries.
-    assert len(warnings) == 1, warnings
+    assert len(warnings) == 1, "\n".join(warnings)
     assert warnings[0].startswith(f"hermes-otel: cannot export to {endpoint} (")
     assert warnings[0].endswith("(Hermes is unaffected; repeats are logged at DEBUG)")
     deadline = time.monotonic() + 10

@@ -1,0 +1,162 @@
+"""The observer bridge with explicit providers and in-memory exporters: records, hostility, bounds."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from hermes_otel import _log
+from hermes_otel.bridge import KNOWN_HOOKS, ObserverBridge
+from hermes_otel.tracker import Tracker
+
+V1 = {"telemetry_schema_version": "hermes.observer.v1"}
+
+
+@pytest.fixture
+def env():
+    spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
+    tracer_provider, logger_provider = TracerProvider(), LoggerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    tracker = Tracker(tracer_provider.get_tracer("t"), max_turns=8)
+    _log.reset()
+
+    def make(capture="NO_CONTENT"):
+        return ObserverBridge(tracker, logger_provider.get_logger("t"), capture=capture)
+
+    yield make, tracker, spans, logs
+    tracer_provider.shutdown()
+    logger_provider.shutdown()
+
+
+def records(logs):
+    return [r.log_record for r in logs.get_finished_logs()]
+
+
+def test_one_record_per_hook_correlated_to_its_span(env):
+    make, tracker, spans, logs = env
+    bridge = make()
+    ids = {"session_id": "s", "turn_id": "s:t:1", **V1}
+    bridge.on_hook("pre_llm_call", {**ids, "task_id": "t", "user_message": "hi", "conversation_history": [1] * 10})
+    call = tracker.start_tool("terminal", {**ids, "tool_call_id": "c1"})
+    bridge.on_hook("post_tool_call", {**ids, "tool_call_id": "c1", "status": "ok", "duration_ms": 5, "result": "x"})
+    tracker.finish_tool(call, {**ids, "tool_call_id": "c1"})
+    bridge.on_hook("on_session_end", {**ids, "completed": True, "interrupted": False})
+    got = records(logs)
+    assert [r.event_name for r in got] == [
+        "hermes.observer.pre_llm_call",
+        "hermes.observer.post_tool_call",
+        "hermes.observer.on_session_end",
+    ]
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    root, tool = finished["invoke_agent hermes"], finished["execute_tool terminal"]
+    assert got[0].span_id == root.context.span_id and got[2].span_id == root.context.span_id
+    assert got[1].span_id == tool.context.span_id
+    assert dict(got[1].attributes) == {
+        "hermes.observer.hook": "post_tool_call",
+        "hermes.telemetry_schema_version": "hermes.observer.v1",
+        "hermes.session_id": "s",
+        "hermes.turn_id": "s:t:1",
+        "hermes.tool_call_id": "c1",
+        "hermes.status": "ok",
+        "hermes.duration_ms": 5,
+    }
+    assert all(r.body is None for r in got)  # no capture: no content
+
+
+def test_capture_in_events_is_redacted_and_excludes_history(env):
+    make, _, _, logs = env
+    bridge = make("EVENT_ONLY")
+    bridge.on_hook(
+        "pre_llm_call",
+        {**V1, "session_id": "s", "turn_id": "s:t:1", "user_message": "key sk-abcdefghijklmnopqrstuvwx",
+         "conversation_history": ["x" * 100_000]},
+    )
+    (record,) = records(logs)
+    assert record.body == {"user_message": "key <redacted>"}
+
+
+class Hostile:
+    def __repr__(self):
+        raise RuntimeError("no repr for you")
+
+    def __eq__(self, other):
+        raise RuntimeError("no eq either")
+
+    __hash__ = object.__hash__
+
+
+def _hostile_values():
+    cycle: list = []
+    cycle.append(cycle)
+    deep: dict = {}
+    node = deep
+    for _ in range(200):
+        node["k"] = {}
+        node = node["k"]
+    return [None, 0, -1, 2**80, math.nan, math.inf, "", "x" * 10_000_000, b"\x00\xff" * 1000, cycle, deep,
+            Hostile(), {1: 2, None: 3}, [Hostile()] * 3, {"api_key": "sk-abcdefghijklmnopqrstuvwx"}, object()]
+
+
+@pytest.mark.parametrize("capture", ["NO_CONTENT", "SPAN_AND_EVENT"])
+def test_hostile_payloads_never_raise(env, capture, caplog):
+    make, tracker, _, logs = env
+    bridge = make(capture)
+    caplog.set_level(logging.DEBUG, logger="hermes_otel")
+    values = _hostile_values()
+    keys = ("session_id", "turn_id", "tool_call_id", "api_request_id", "child_session_id", "user_message", "args",
+            "result", "status", "choice", "duration_ms", "telemetry_schema_version", "completed", "error")
+    for hook in sorted(KNOWN_HOOKS) + ["not_a_hook"]:
+        for value in values:
+            bridge.on_hook(hook, {key: value for key in keys})
+    assert len(records(logs)) == (len(KNOWN_HOOKS) + 1) * len(values)  # every call exported, best effort
+    for record in records(logs):
+        text = repr(record.body) + repr(dict(record.attributes or {}))
+        assert "sk-abcdefghijklmnopqrstuvwx" not in text
+        assert len(text) < 200_000
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "hermes-otel: unknown observer hook 'not_a_hook'; exported best-effort" in warnings
+    assert sum("unknown observer hook" in w for w in warnings) == 1
+
+
+def test_unknown_schema_version_is_warned_once(env, caplog):
+    make, _, _, logs = env
+    caplog.set_level(logging.DEBUG, logger="hermes_otel")
+    bridge = make()
+    for _ in range(3):
+        bridge.on_hook("pre_llm_call", {"telemetry_schema_version": "hermes.observer.v2", "turn_id": "s:t:9"})
+    assert len(records(logs)) == 3
+    assert [r.levelname for r in caplog.records if "schema" in r.getMessage()] == ["WARNING", "DEBUG", "DEBUG"]
+
+
+def test_state_stays_bounded_over_ten_thousand_turns(env):
+    make, tracker, spans, logs = env
+    bridge = make()
+    for i in range(10_000):
+        ids = {**V1, "session_id": f"s{i % 50}", "turn_id": f"s{i % 50}:t:{i}", "api_request_id": f"s:t:{i}:api:1"}
+        bridge.on_hook("pre_llm_call", ids)
+        tracker.finish_chat(tracker.start_chat({"model": "m"}, ids), error=ValueError("x"))  # never gets api_request_error
+        tracker.start_tool("terminal", {**ids, "tool_call_id": f"c{i}"})  # never finishes
+        if i % 3:
+            bridge.on_hook("on_session_end", {**ids, "completed": True})
+    limit = 8
+    for name in ("_turns", "_tools", "_failed_chats", "_last_root", "_sessions", "_pending"):
+        assert len(getattr(tracker, name)) <= limit, name
+    tracker.end_all("shutdown")
+    assert tracker.open_turns() == 0 and not tracker._tools and not tracker._failed_chats
+
+
+def test_ttl_sweep_ends_stale_turns_explicitly(env):
+    _, tracker, spans, _ = env
+    tracker.turn("s:t:old", "s", {})
+    tracker.sweep(now=10**9)  # far in the future: past every TTL
+    (span,) = spans.get_finished_spans()
+    assert span.attributes["hermes.turn.end_reason"] == "ttl"
+    assert not tracker._sessions
