@@ -42,7 +42,16 @@ def test_refused_endpoint_costs_nothing_visible(llm, monkeypatch, caplog):
     assert flush_s < 0.1, f"session-finalize flush waited {flush_s:.3f}s on a dead endpoint"
 
     ours = ("hermes_otel", "opentelemetry")
-    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith(ours)]
+
+    def about_this_run(message: str) -> bool:
+        # Providers of earlier tests, retired on reload, may still report their own closed receivers.
+        return endpoint in message or not message.startswith("hermes-otel: cannot export to")
+
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith(ours) and about_this_run(r.getMessage())
+    ]
     # One message for the dead collector, whatever the signal and however many retries.
     assert len(warnings) == 1, "\n".join(warnings)
     assert warnings[0].startswith(f"hermes-otel: cannot export to {endpoint} (")
