@@ -35,6 +35,7 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
+from . import _log
 from .config import OTLPTarget, Settings
 from .exporters.file import (
     JsonFileLogExporter,
@@ -102,7 +103,7 @@ def _otlp_exporter(signal: str, target: OTLPTarget):
     """Exporter for one signal; imported lazily so an unused transport costs nothing."""
     gzip = target.compression == "gzip"
     if target.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc import Compression as GrpcCompression
+        from grpc import Compression as GrpcCompression
 
         module = {
             "traces": "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
@@ -207,12 +208,34 @@ def _within(timeout_s: float, work) -> bool:
     return True
 
 
+_FILE_EXPORTERS = {"traces": JsonFileSpanExporter, "logs": JsonFileLogExporter, "metrics": JsonFileMetricExporter}
+
+
+def _exporters(signal: str, settings: Settings, writers: dict[str, RotatingJsonLinesWriter]) -> list:
+    """The exporters of one signal. An OTLP exporter that cannot be built is reported and
+    replaced by the embedded file default for that signal, so nothing is lost."""
+    exporters = []
+    file_needed = signal in writers
+    if signal in settings.otlp:
+        target = settings.otlp[signal]
+        try:
+            exporters.append(_otlp_exporter(signal, target))
+        except Exception as exc:  # noqa: BLE001 - a broken transport must not cost the telemetry
+            _log.logger.error(
+                "hermes-otel: cannot create the %s exporter for %s (%s: %s); writing %s to files under %s instead",
+                target.protocol, target.endpoint, type(exc).__name__, exc, signal, settings.file_directory,
+            )
+            file_needed = True
+    if file_needed:
+        writer = writers.get(signal) or RotatingJsonLinesWriter(
+            file_paths(settings.file_directory)[signal], settings.file_max_bytes, settings.file_backups
+        )
+        exporters.append(_FILE_EXPORTERS[signal](writer))
+    return exporters
+
+
 def _span_exporters(settings: Settings, writers: dict[str, RotatingJsonLinesWriter]) -> list[SpanExporter]:
-    exporters: list[SpanExporter] = []
-    if "traces" in settings.otlp:
-        exporters.append(_otlp_exporter("traces", settings.otlp["traces"]))
-    if "traces" in writers:
-        exporters.append(JsonFileSpanExporter(writers["traces"]))
+    exporters: list[SpanExporter] = _exporters("traces", settings, writers)
     if settings.console:
         exporters.append(ConsoleSpanExporter(out=sys.stderr))
     return exporters
@@ -243,12 +266,7 @@ def build(settings: Settings) -> Telemetry:
         )
 
     logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-    log_exporters: list[LogRecordExporter] = []
-    if settings.logs_enabled:
-        if "logs" in settings.otlp:
-            log_exporters.append(_otlp_exporter("logs", settings.otlp["logs"]))
-        if "logs" in writers:
-            log_exporters.append(JsonFileLogExporter(writers["logs"]))
+    log_exporters: list[LogRecordExporter] = _exporters("logs", settings, writers) if settings.logs_enabled else []
     for exporter in log_exporters:
         logger_provider.add_log_record_processor(
             BatchLogRecordProcessor(
@@ -260,12 +278,9 @@ def build(settings: Settings) -> Telemetry:
             )
         )
 
-    metric_exporters: list[MetricExporter] = []
-    if settings.metrics_enabled:
-        if "metrics" in settings.otlp:
-            metric_exporters.append(_otlp_exporter("metrics", settings.otlp["metrics"]))
-        if "metrics" in writers:
-            metric_exporters.append(JsonFileMetricExporter(writers["metrics"]))
+    metric_exporters: list[MetricExporter] = (
+        _exporters("metrics", settings, writers) if settings.metrics_enabled else []
+    )
     readers = [
         PeriodicExportingMetricReader(exporter, export_interval_millis=settings.metric_export_interval_ms)
         for exporter in metric_exporters

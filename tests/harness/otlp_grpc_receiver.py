@@ -1,0 +1,68 @@
+"""A real OTLP/gRPC receiver on loopback (traces, logs, metrics), decoding like the HTTP one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent import futures
+from typing import Callable
+
+import grpc
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+from tests.harness.otlp_receiver import RecvSpan, _decode_spans
+
+
+class OTLPGrpcReceiver(
+    trace_service_pb2_grpc.TraceServiceServicer,
+    logs_service_pb2_grpc.LogsServiceServicer,
+    metrics_service_pb2_grpc.MetricsServiceServicer,
+):
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spans: list[RecvSpan] = []
+        self.log_requests = 0
+        self.metric_requests = 0
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self._server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(self, self._server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(self, self._server)
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "OTLPGrpcReceiver":
+        self._server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.stop(grace=None)
+
+    # gRPC service methods (one Export per service; dispatched by request type)
+    def Export(self, request, context):  # noqa: N802 - gRPC naming
+        with self._lock:
+            if isinstance(request, trace_service_pb2.ExportTraceServiceRequest):
+                self._spans.extend(_decode_spans(request))
+                return trace_service_pb2.ExportTraceServiceResponse()
+            if isinstance(request, logs_service_pb2.ExportLogsServiceRequest):
+                self.log_requests += 1
+                return logs_service_pb2.ExportLogsServiceResponse()
+            self.metric_requests += 1
+            return metrics_service_pb2.ExportMetricsServiceResponse()
+
+    def spans(self) -> list[RecvSpan]:
+        with self._lock:
+            return list(self._spans)
+
+    def wait_for_spans(self, predicate: Callable[[list[RecvSpan]], bool], timeout: float = 10) -> list[RecvSpan]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            spans = self.spans()
+            if predicate(spans):
+                return spans
+            time.sleep(0.05)
+        raise AssertionError(f"gRPC receiver: condition not met; got {[s.name for s in self.spans()]}")
