@@ -70,6 +70,7 @@ class Settings:
     capture_content: str = "NO_CONTENT"
     console: bool = False
     middleware_log_dedupe: bool = True
+    observer_exclude_hooks: frozenset[str] = frozenset()
     flush_timeout_s: float = 2.0
     otlp: Mapping[str, OTLPTarget] = field(default_factory=dict)  # signal -> target
     file_signals: frozenset[str] = frozenset(SIGNALS)
@@ -265,6 +266,8 @@ def _check(spec, value: Any) -> tuple[str, str, str] | None:
         return _type_name(spec.type), _describe(value), "type"
     if spec.type is dict and not all(isinstance(v, str) for v in value.values()):
         return "a table of strings", _describe(value), "type"
+    if spec.type is list and not all(isinstance(v, str) for v in value):
+        return "an array of strings", _describe(value), "type"
     if spec.choices and value not in spec.choices:
         return " | ".join(spec.choices), repr(value), "value"
     if spec.minimum is not None and value < spec.minimum:
@@ -273,7 +276,7 @@ def _check(spec, value: Any) -> tuple[str, str, str] | None:
 
 
 def _type_name(t: Any) -> str:
-    names = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "a table"}
+    names = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "a table", list: "an array"}
     return names.get(t, str(t))
 
 
@@ -386,6 +389,7 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
         capture_content=get("capture_content"),
         console=get("console"),
         middleware_log_dedupe=get("middleware_log_dedupe"),
+        observer_exclude_hooks=frozenset(get("observer_exclude_hooks")),
         flush_timeout_s=get("flush_timeout_millis") / 1000.0,
         otlp=otlp,
         file_signals=file_signals,

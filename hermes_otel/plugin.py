@@ -48,7 +48,8 @@ def _register(ctx: Any) -> None:
             ctx.register_middleware(kind, callback)
     if tracker is not None:
         for hook, callback in callbacks().items():
-            ctx.register_hook(hook, callback)
+            if hook not in result.settings.observer_exclude_hooks:
+                ctx.register_hook(hook, callback)
     if mode != _last_mode:
         _log.logger.info(
             "hermes-otel %s: %s",

@@ -71,8 +71,8 @@ def configuration_markdown() -> str:
     ]
     for field in FIELDS:
         kind = field.type.__name__ if isinstance(field.type, type) else "/".join(t.__name__ for t in field.type)
-        kind = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "table"}.get(kind, kind)
-        default = "(none)" if field.default in (None, "", {}) else f"`{field.default!r}`".replace("'", '"')
+        kind = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "table", "list": "array"}.get(kind, kind)
+        default = "(none)" if field.default in (None, "", {}, []) else f"`{field.default!r}`".replace("'", '"')
         env = f"`{field.env}`" if field.env else ""
         doc = field.doc
         if field.choices:

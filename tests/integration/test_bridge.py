@@ -186,3 +186,20 @@ def test_secrets_never_leave_in_any_capture_mode(traced, llm, receiver, monkeypa
         assert "Bearer <redacted>" in pre_tool.body["args"]["command"]
     else:
         assert bodies == []
+
+
+def test_excluded_hooks_are_not_subscribed(traced, llm, receiver, monkeypatch, tmp_path):
+    from hermes_cli.plugins import discover_plugins, get_plugin_manager
+
+    toml = tmp_path / "plugins.toml"
+    toml.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\nobserver_exclude_hooks = ["pre_api_request"]\n')
+    monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
+    discover_plugins(force=True)
+    assert not get_plugin_manager().has_hook("pre_api_request")  # Hermes then skips serialising requests
+    assert get_plugin_manager().has_hook("post_api_request")
+    llm.push(Reply.text("lean"))
+    assert run_agent(llm.base_url, "hi")["final_response"] == "lean"
+    _turns(receiver, traced)
+    logs = receiver.wait_for_logs(lambda r: any(x.event_name == "hermes.observer.on_session_end" for x in r), timeout=10)
+    names = [r.event_name for r in logs]
+    assert "hermes.observer.pre_api_request" not in names and "hermes.observer.post_api_request" in names

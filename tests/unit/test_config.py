@@ -178,3 +178,12 @@ def test_headers_parsing_and_masking():
     assert shown["otlp"]["traces"]["endpoint"] == "https://user:****@host:4318/v1/traces"
     assert shown["otlp"]["traces"]["headers"] == {"api-key": "****"}
     assert "secret" not in repr(shown) and "pw@" not in repr(shown)
+
+
+def test_observer_hook_exclusions(tmp_path):
+    path = write(tmp_path, OURS + 'observer_exclude_hooks = ["pre_api_request"]\n')
+    assert load_settings({}, path).settings.observer_exclude_hooks == frozenset({"pre_api_request"})
+    bad = write(tmp_path, OURS + "observer_exclude_hooks = [1]\n")
+    assert [str(p) for p in load_settings({}, bad).problems] == [
+        f"{bad}: components[0].config.observer_exclude_hooks: expected an array of strings, found array [1]"
+    ]
