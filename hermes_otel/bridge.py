@@ -116,19 +116,19 @@ class ObserverBridge:
 
     def _turn_start(self, payload: Mapping[str, Any]) -> None:
         turn = self._tracker.turn(payload.get("turn_id"), payload.get("session_id"), payload)
-        if turn is not None and content.on_spans(self._capture) and "user_message" in payload:
+        if turn is not None and self._tracker.capture_on_spans and "user_message" in payload:
             turn.span.set_attribute("gen_ai.input.messages", _messages("user", payload.get("user_message")))
 
     def _turn_output(self, payload: Mapping[str, Any]) -> None:
         span = self._tracker.span_for({"turn_id": payload.get("turn_id")})
-        if span is not None and content.on_spans(self._capture) and "assistant_response" in payload:
+        if span is not None and self._tracker.capture_on_spans and "assistant_response" in payload:
             span.set_attribute("gen_ai.output.messages", _messages("assistant", payload.get("assistant_response")))
 
     def _turn_end(self, payload: Mapping[str, Any]) -> None:
         self._tracker.end_turn(payload.get("turn_id"), payload)
 
     def _post_tool(self, payload: Mapping[str, Any]) -> None:
-        if content.on_spans(self._capture) and "result" in payload:
+        if self._tracker.capture_on_spans and "result" in payload:
             span = self._tracker.span_for({"tool_call_id": payload.get("tool_call_id")})
             if span is not None:
                 span.set_attribute("gen_ai.tool.call.result", content.to_json(payload.get("result")))

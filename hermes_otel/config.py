@@ -86,6 +86,8 @@ class Settings:
     metric_export_interval_ms: int = 60000
     logs_enabled: bool = True
     metrics_enabled: bool = True
+    atof_sinks: tuple = ()  # FileSinkConfig | StreamSinkConfig (exporters.atof)
+    atof_full_payloads: bool = False
     source: str | None = None  # the plugins.toml that was applied, if any
 
     def exporting(self, signal: str) -> bool:
@@ -190,10 +192,88 @@ def validate_document(doc: Mapping[str, Any], src: str) -> tuple[dict[str, Any],
             if ours > 1:
                 problems.append(Problem(src, where, f"one component of kind {COMPONENT_KIND!r}", "a second one"))
                 continue
-            values = _validate_ours(comp, where, src, problems, report)
-        elif kind not in RELAY_COMPONENT_KINDS:
+            values.update(_validate_ours(comp, where, src, problems, report))
+        elif kind == "observability":
+            values.update(_validate_observability(comp, where, src, problems, report))
+        elif kind in RELAY_COMPONENT_KINDS:
+            if comp.get("enabled", True) is not False:
+                report(f"{where}.kind", "a component kind hermes-otel honours (hermes_otel, observability)",
+                       f"{kind!r} (NeMo Relay's; ignored here)", "unknown_component")
+        else:
             report(f"{where}.kind", "a known component kind", repr(kind), "unknown_component")
     return values, problems
+
+
+_SINK_FIELDS = {
+    "file": {"type": str, "output_directory": str, "filename": str, "mode": str, "name": str},
+    "stream": {"type": str, "url": str, "transport": str, "headers": dict, "header_env": dict, "header_file": dict,
+               "timeout_millis": int, "field_name_policy": str, "name": str},
+}
+_SINK_CHOICES = {
+    "mode": ("append", "overwrite"),
+    "transport": ("http_post", "ndjson"),
+    "field_name_policy": ("preserve", "replace_dots"),
+}
+
+
+def _validate_observability(comp: dict, where: str, src: str, problems: list[Problem], report) -> dict[str, Any]:
+    """NeMo Relay's `observability` component: the ATOF part is honoured; the rest is reported."""
+    if comp.get("enabled", True) is False:
+        return {}
+    config = comp.get("config", {})
+    if not isinstance(config, dict):
+        problems.append(Problem(src, f"{where}.config", "a table", _describe(config)))
+        return {}
+    base = f"{where}.config"
+    if config.get("version", 4) != 4:
+        report(f"{base}.version", "4 (the config version NeMo Relay 0.10 reads)", repr(config.get("version")),
+               "unsupported_value")
+    for key in config:
+        if key not in ("version", "enable_full_payloads", "atof"):
+            report(f"{base}.{key}", "a key hermes-otel honours here (version, enable_full_payloads, atof)",
+                   "a key it does not honour", "unknown_field")
+    values: dict[str, Any] = {}
+    full = config.get("enable_full_payloads", False)
+    if not isinstance(full, bool):
+        problems.append(Problem(src, f"{base}.enable_full_payloads", "a boolean", _describe(full)))
+    else:
+        values["atof.full_payloads"] = full
+    atof = config.get("atof", {})
+    if not isinstance(atof, dict):
+        problems.append(Problem(src, f"{base}.atof", "a table", _describe(atof)))
+        return values
+    if atof.get("enabled", True) is False:
+        return values
+    sinks = atof.get("sinks", [])
+    if not isinstance(sinks, list):
+        problems.append(Problem(src, f"{base}.atof.sinks", "an array of tables ([[...sinks]])", _describe(sinks)))
+        return values
+    parsed = []
+    for i, sink in enumerate(sinks):
+        path = f"{base}.atof.sinks[{i}]"
+        if not isinstance(sink, dict) or sink.get("type") not in _SINK_FIELDS:
+            found = _describe(sink.get("type")) if isinstance(sink, dict) else _describe(sink)
+            problems.append(Problem(src, f"{path}.type", "file | stream", found))
+            continue
+        spec = _SINK_FIELDS[sink["type"]]
+        ok = True
+        for key, value in sink.items():
+            if key not in spec:
+                report(f"{path}.{key}", "one of " + ", ".join(spec), "an unknown key", "unknown_field")
+            elif not isinstance(value, spec[key]) or isinstance(value, bool):
+                problems.append(Problem(src, f"{path}.{key}", _type_name(spec[key]), _describe(value)))
+                ok = False
+            elif key in _SINK_CHOICES and value not in _SINK_CHOICES[key]:
+                report(f"{path}.{key}", " | ".join(_SINK_CHOICES[key]), repr(value), "unsupported_value")
+                ok = False
+        required = "output_directory" if sink["type"] == "file" else "url"
+        if required not in sink:
+            problems.append(Problem(src, f"{path}.{required}", "a string", "nothing"))
+            ok = False
+        if ok:
+            parsed.append(dict(sink))
+    values["atof.sinks"] = tuple(parsed)
+    return values
 
 
 def _policy(raw: Any, src: str, problems: list[Problem]) -> dict[str, str]:
@@ -405,8 +485,20 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
         metric_export_interval_ms=get("metrics.export_interval_millis"),
         logs_enabled=get("logs.enabled"),
         metrics_enabled=get("metrics.enabled"),
+        atof_sinks=_atof_sinks(values.get("atof.sinks", ())),
+        atof_full_payloads=bool(values.get("atof.full_payloads", False)),
         source=source,
     )
+
+
+def _atof_sinks(raw: tuple) -> tuple:
+    from .exporters.atof import FileSinkConfig, StreamSinkConfig
+
+    sinks = []
+    for sink in raw:
+        fields = {k: v for k, v in sink.items() if k != "type"}
+        sinks.append(FileSinkConfig(**fields) if sink["type"] == "file" else StreamSinkConfig(**fields))
+    return tuple(sinks)
 
 
 def masked(settings: Settings) -> dict[str, Any]:
@@ -424,6 +516,13 @@ def masked(settings: Settings) -> dict[str, Any]:
         },
         "otlp": {},
     }
+    data["atof_sinks"] = [
+        {"type": "file", "path": str(Path(s.output_directory) / s.filename), "mode": s.mode}
+        if hasattr(s, "output_directory")
+        else {"type": "stream", "url": _mask_url(s.url), "transport": s.transport,
+              "headers": {k: "****" for k in (*s.headers, *s.header_env, *s.header_file)}}
+        for s in settings.atof_sinks
+    ]
     for signal, target in settings.otlp.items():
         data["otlp"][signal] = {
             "endpoint": _mask_url(target.endpoint),

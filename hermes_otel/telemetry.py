@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace.sampling import (
 )
 
 from . import _log
+from .safety import safely
 from .config import OTLPTarget, Settings
 from .exporters.file import (
     JsonFileLogExporter,
@@ -241,6 +242,18 @@ def _span_exporters(settings: Settings, writers: dict[str, RotatingJsonLinesWrit
     return exporters
 
 
+def _atof_processor(settings: Settings):
+    from .exporters.atof import AtofSpanProcessor, FileSink, StreamSink
+
+    sinks = []
+    for config in settings.atof_sinks:
+        try:
+            sinks.append(FileSink(config) if hasattr(config, "output_directory") else StreamSink(config))
+        except OSError as exc:
+            _log.logger.error("hermes-otel: ATOF sink %r not started: %s", config.name, exc)
+    return AtofSpanProcessor(sinks, settings.atof_full_payloads) if sinks else None
+
+
 def build(settings: Settings) -> Telemetry:
     """Providers, processors and exporters for `settings` (no globals touched)."""
     resource = build_resource(settings)
@@ -264,6 +277,11 @@ def build(settings: Settings) -> Telemetry:
                 export_timeout_millis=settings.bsp_export_timeout_ms,
             )
         )
+
+    if settings.atof_sinks:
+        processor = safely(_atof_processor, settings)
+        if processor is not None:
+            tracer_provider.add_span_processor(processor)
 
     logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     log_exporters: list[LogRecordExporter] = _exporters("logs", settings, writers) if settings.logs_enabled else []

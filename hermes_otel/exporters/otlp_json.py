@@ -1,28 +1,44 @@
 """OTLP/JSON encoding of SDK telemetry, and decoding of spans for the viewer.
 
-Encoding reuses the official protobuf encoders so the output is exactly what
-the OTLP exporters send, then renders it with ProtoJSON and fixes the one
-place where ProtoJSON and the OTLP/JSON mapping disagree: trace and span ids
-are lowercase hex, not base64. The result is what the Collector's
-``otlpjsonfile`` receiver reads.
+The output is an ``Export*ServiceRequest`` in the OTLP/JSON mapping: ProtoJSON
+with lowerCamelCase keys, integer enums, 64-bit integers as decimal strings,
+fields at their default value left out, and trace and span ids as lowercase
+hex rather than base64. That is what the Collector's ``otlpjsonfile``
+receiver reads.
+
+Spans and log records are encoded directly from the SDK objects: building
+protobuf messages and rendering them with ``MessageToDict`` costs about ten
+times as much, on a worker thread that holds the GIL while it runs. The direct
+encoders mirror the official encoders in ``opentelemetry-exporter-otlp-proto-
+common`` field for field, including which values they reject (an attribute
+that cannot be encoded is logged and dropped, as there), so their output is
+identical: same keys in the same order, same value types. The protobuf-based
+``_encode_*_json_reference`` functions stay as the specification the tests
+hold the direct encoders to. Metrics, exported rarely, still take that path.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
+import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord
     from opentelemetry.sdk.metrics.export import MetricsData
-    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 __all__ = [
     "DECODE_ERRORS",
@@ -33,6 +49,10 @@ __all__ = [
     "encode_metrics_json",
     "encode_spans_json",
 ]
+
+# The official encoder reports attributes it cannot encode on its own logger;
+# the direct encoders use the same one so logging configuration applies alike.
+_encoder_logger = logging.getLogger("opentelemetry.exporter.otlp.proto.common._internal")
 
 # Keys holding bytes ids in traces (spans, links), logs and metric exemplars.
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
@@ -59,17 +79,35 @@ DECODE_ERRORS: tuple[type[Exception], ...] = (KeyError, TypeError, ValueError, A
 
 def encode_spans_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """Encode spans as one OTLP/JSON ``ExportTraceServiceRequest``."""
-    return _to_otlp_json(encode_spans(spans))
+    groups = _group(spans)
+    if not groups:
+        return {}
+    return {"resourceSpans": [_resource_entry(resource, scopes, "scopeSpans", "spans") for resource, scopes in groups]}
 
 
 def encode_logs_json(batch: Sequence[ReadableLogRecord]) -> dict[str, Any]:
     """Encode log records as one OTLP/JSON ``ExportLogsServiceRequest``."""
-    return _to_otlp_json(encode_logs(batch))
+    groups = _group(batch)
+    if not groups:
+        return {}
+    return {
+        "resourceLogs": [_resource_entry(resource, scopes, "scopeLogs", "logRecords") for resource, scopes in groups]
+    }
 
 
 def encode_metrics_json(data: MetricsData) -> dict[str, Any]:
     """Encode metrics as one OTLP/JSON ``ExportMetricsServiceRequest``."""
     return _to_otlp_json(encode_metrics(data))
+
+
+def _encode_spans_json_reference(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
+    """:func:`encode_spans_json` through the official protobuf encoder (slow)."""
+    return _to_otlp_json(encode_spans(spans))
+
+
+def _encode_logs_json_reference(batch: Sequence[ReadableLogRecord]) -> dict[str, Any]:
+    """:func:`encode_logs_json` through the official protobuf encoder (slow)."""
+    return _to_otlp_json(encode_logs(batch))
 
 
 def _to_otlp_json(message: Message) -> dict[str, Any]:
@@ -93,6 +131,350 @@ def _ids_to_hex(node: Any) -> None:
     elif isinstance(node, list):
         for item in node:
             _ids_to_hex(item)
+
+
+# --- direct encoders ---------------------------------------------------------
+#
+# Each dict is built in field-number order, the order MessageToDict emits, so
+# the JSON text matches byte for byte and not only as parsed objects. A field
+# is left out exactly when protobuf would not mark it present: scalars at their
+# zero value, empty repeated fields, sub-messages never assigned (None). The
+# AnyValue oneof members and explicitly assigned sub-messages are kept even
+# when empty or zero ({"intValue": "0"}, "body": {}, "status": {}).
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+_UINT32_LIMIT = 1 << 32
+_UINT64_LIMIT = 1 << 64
+
+# Span.flags: the SDK always knows whether the parent is remote.
+_FLAGS_HAS_IS_REMOTE = 0x100
+_FLAGS_IS_REMOTE = 0x200
+
+_SPAN_KIND_NUMBERS = {
+    SpanKind.INTERNAL: 1,
+    SpanKind.SERVER: 2,
+    SpanKind.CLIENT: 3,
+    SpanKind.PRODUCER: 4,
+    SpanKind.CONSUMER: 5,
+}
+
+
+def _group(items: Sequence[Any]) -> list[tuple[Resource, list[tuple[InstrumentationScope | None, list[Any]]]]]:
+    """Group by resource, then scope, in first-seen order, like the official encoders.
+
+    They key dicts by the SDK objects, grouping equal ones; Resource hashes by
+    JSON-dumping its attributes, so equality lookups are cached per object:
+    nearly every item of a batch shares the same two or three objects.
+    """
+    # resource (by equality) -> (resource, scope (by equality) -> items)
+    resources: dict[Any, tuple[Any, dict[Any, list[Any]]]] = {}
+    by_identity: dict[tuple[int, int], list[Any]] = {}
+    keep_alive: list[Any] = []  # ids are only unique while the objects live
+    for item in items:
+        resource = item.resource
+        scope = item.instrumentation_scope or None
+        key = (id(resource), id(scope))
+        bucket = by_identity.get(key)
+        if bucket is None:
+            entry = resources.get(resource)
+            if entry is None:
+                entry = resources[resource] = (resource, {})
+            bucket = entry[1].get(scope)
+            if bucket is None:
+                bucket = entry[1][scope] = []
+            by_identity[key] = bucket
+            keep_alive.append((resource, scope))
+        bucket.append(item)
+    return [(resource, list(scopes.items())) for resource, scopes in resources.values()]
+
+
+def _resource_entry(
+    resource: Resource,
+    scopes: list[tuple[InstrumentationScope | None, list[Any]]],
+    scopes_key: str,
+    items_key: str,
+) -> dict[str, Any]:
+    encode_item = _encode_span if items_key == "spans" else _encode_log_record
+    scope_entries = []
+    for scope, items in scopes:
+        scope_entry: dict[str, Any] = {"scope": _encode_scope(scope), items_key: [encode_item(item) for item in items]}
+        if scope is not None:
+            _put_str(scope_entry, "schemaUrl", scope.schema_url)
+        scope_entries.append(scope_entry)
+    resource_json: dict[str, Any] = {}
+    _put_attributes(resource_json, resource.attributes)
+    entry: dict[str, Any] = {"resource": resource_json, scopes_key: scope_entries}
+    _put_str(entry, "schemaUrl", resource.schema_url)
+    return entry
+
+
+def _encode_scope(scope: InstrumentationScope | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if scope is not None:
+        _put_str(out, "name", scope.name)
+        _put_str(out, "version", scope.version)
+        _put_attributes(out, scope.attributes)
+    return out
+
+
+def _sdk_span_storage(cls: type) -> bool:
+    """Whether ``cls`` reads attributes, events and links as ReadableSpan does.
+
+    Then the encoder reads the stored objects instead: the public properties
+    copy them (a mapping proxy, tuples built under a lock), which costs more
+    than encoding a typical span's few fields.
+    """
+    direct = _SDK_STORAGE.get(cls)
+    if direct is None:
+        direct = _SDK_STORAGE[cls] = issubclass(cls, ReadableSpan) and all(
+            getattr(cls, name, None) is getattr(ReadableSpan, name) for name in ("attributes", "events", "links")
+        )
+    return direct
+
+
+_SDK_STORAGE: dict[type, bool] = {}
+
+
+def _encode_span(span: ReadableSpan) -> dict[str, Any]:
+    context = span.get_span_context()
+    parent = span.parent
+    out: dict[str, Any] = {
+        "traceId": context.trace_id.to_bytes(16, "big").hex(),
+        "spanId": context.span_id.to_bytes(8, "big").hex(),
+    }
+    trace_state = context.trace_state
+    if trace_state:  # an empty TraceState joins to "", which is left out
+        _put_str(out, "traceState", ",".join([f"{key}={value}" for key, value in trace_state.items()]))
+    if parent:
+        out["parentSpanId"] = parent.span_id.to_bytes(8, "big").hex()
+    name = span.name
+    if type(name) is str and name.isascii():
+        if name:
+            out["name"] = name
+    else:
+        _put_str(out, "name", name)
+    out["kind"] = _SPAN_KIND_NUMBERS[span.kind]
+    for key, value in (("startTimeUnixNano", span.start_time), ("endTimeUnixNano", span.end_time)):
+        if type(value) is int and 0 < value < _UINT64_LIMIT:
+            out[key] = str(value)
+        else:
+            _put_u64(out, key, value)
+    if _sdk_span_storage(type(span)):
+        attributes: Any = span._attributes  # noqa: SLF001 - see _sdk_span_storage
+        events: Any = span._events  # noqa: SLF001
+        links: Any = span._links  # noqa: SLF001
+    else:
+        attributes, events, links = span.attributes, span.events, span.links
+    if attributes:
+        _put_attributes(out, attributes)
+    dropped = span.dropped_attributes
+    if dropped:
+        _put_u32(out, "droppedAttributesCount", dropped)
+    if events:
+        out["events"] = [_encode_event(event) for event in events]
+    dropped = span.dropped_events  # not only with events: max_events=0 drops them all
+    if dropped:
+        _put_u32(out, "droppedEventsCount", dropped)
+    if links:
+        out["links"] = [_encode_link(link) for link in links]
+    dropped = span.dropped_links
+    if dropped:
+        _put_u32(out, "droppedLinksCount", dropped)
+    status = span.status
+    if status is not None:
+        status_json: dict[str, Any] = {}
+        description = status.description
+        if description:
+            _put_str(status_json, "message", description)
+        code = status.status_code.value
+        if code:
+            status_json["code"] = code
+        out["status"] = status_json
+    out["flags"] = _FLAGS_HAS_IS_REMOTE | _FLAGS_IS_REMOTE if parent and parent.is_remote else _FLAGS_HAS_IS_REMOTE
+    return out
+
+
+def _encode_event(event: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    _put_u64(out, "timeUnixNano", event.timestamp)
+    _put_str(out, "name", event.name)
+    _put_attributes(out, event.attributes)
+    _put_u32(out, "droppedAttributesCount", event.dropped_attributes)
+    return out
+
+
+def _encode_link(link: Any) -> dict[str, Any]:
+    context = link.context
+    out: dict[str, Any] = {
+        "traceId": context.trace_id.to_bytes(16, "big").hex(),
+        "spanId": context.span_id.to_bytes(8, "big").hex(),
+    }
+    _put_attributes(out, link.attributes)
+    _put_u32(out, "droppedAttributesCount", link.dropped_attributes)
+    out["flags"] = _FLAGS_HAS_IS_REMOTE | _FLAGS_IS_REMOTE if context.is_remote else _FLAGS_HAS_IS_REMOTE
+    return out
+
+
+def _encode_log_record(readable: ReadableLogRecord) -> dict[str, Any]:
+    record = readable.log_record
+    out: dict[str, Any] = {}
+    _put_u64(out, "timeUnixNano", record.timestamp)
+    severity_number = getattr(record.severity_number, "value", None)
+    if severity_number:
+        out["severityNumber"] = operator.index(severity_number)
+    _put_str(out, "severityText", record.severity_text)
+    out["body"] = _any_value(record.body)
+    _put_attributes(out, record.attributes)
+    _put_u32(out, "droppedAttributesCount", readable.dropped_attributes)
+    flags = int(record.trace_flags)
+    if flags:
+        out["flags"] = _check_uint(flags, _UINT32_LIMIT)
+    trace_id = record.trace_id
+    if trace_id != 0:
+        out["traceId"] = trace_id.to_bytes(16, "big").hex()
+    span_id = record.span_id
+    if span_id != 0:
+        out["spanId"] = span_id.to_bytes(8, "big").hex()
+    _put_u64(out, "observedTimeUnixNano", record.observed_timestamp)
+    _put_str(out, "eventName", record.event_name)
+    return out
+
+
+def _put_attributes(out: dict[str, Any], attributes: Mapping[Any, Any] | None) -> None:
+    """Set ``attributes``, dropping (and logging) what protobuf would reject."""
+    if not attributes:
+        return
+    if type(attributes) is BoundedAttributes:
+        # Its items() goes through Python-level __iter__/__getitem__ per key.
+        items = attributes._dict.items()  # noqa: SLF001
+    else:
+        items = attributes.items()
+    key_values = []
+    append = key_values.append
+    for key, value in items:
+        try:
+            if type(key) is str and key and key.isascii():
+                kind = type(value)  # the common cases of _any_value, inlined
+                if kind is str and value.isascii():
+                    append({"key": key, "value": {"stringValue": value}})
+                elif kind is int and _INT64_MIN <= value <= _INT64_MAX:
+                    append({"key": key, "value": {"intValue": str(value)}})
+                else:
+                    append({"key": key, "value": _any_value(value)})
+            else:  # protobuf treats key=None as unset, like ""
+                append(_key_value("" if key is None else _as_proto_str(key), _any_value(value)))
+        except Exception as error:  # noqa: BLE001 - mirrors the official encoder
+            _encoder_logger.exception("Failed to encode key %s: %s", key, error)
+    if key_values:
+        out["attributes"] = key_values
+
+
+def _key_value(key: str, value: dict[str, Any]) -> dict[str, Any]:
+    return {"key": key, "value": value} if key else {"value": value}
+
+
+def _any_value(value: Any) -> dict[str, Any]:
+    """The AnyValue of an attribute or body, or raise what protobuf would."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii() or _utf8(value):
+            return {"stringValue": value}
+    elif kind is int:
+        if _INT64_MIN <= value <= _INT64_MAX:
+            return {"intValue": str(value)}
+    elif kind is float:
+        return {"doubleValue": value if value - value == 0.0 else _nonfinite(value)}
+    elif kind is bool:
+        return {"boolValue": value}
+    elif kind is tuple or kind is list:
+        return {"arrayValue": {"values": [_any_value(item) for item in value]} if value else {}}
+    return _any_value_slow(value)
+
+
+def _any_value_slow(value: Any) -> dict[str, Any]:
+    """Subclasses, containers and errors, in the official encoder's type order."""
+    if value is None:
+        return {}
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, str):
+        return {"stringValue": _as_proto_str(value)}
+    if isinstance(value, int):
+        return {"intValue": str(_check_int64(int(value)))}
+    if isinstance(value, float):
+        value = float(value)
+        return {"doubleValue": value if value - value == 0.0 else _nonfinite(value)}
+    if isinstance(value, bytes):
+        return {"bytesValue": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, Sequence):
+        items = [_any_value(item) for item in value]
+        return {"arrayValue": {"values": items} if items else {}}
+    if isinstance(value, Mapping):
+        pairs = [_key_value(_as_proto_str(str(key)), _any_value(item)) for key, item in value.items()]
+        return {"kvlistValue": {"values": pairs} if pairs else {}}
+    raise Exception(f"Invalid type {type(value)} of value {value}")  # noqa: TRY002 - same as the official encoder
+
+
+def _nonfinite(value: float) -> str:
+    if value != value:  # noqa: PLR0124 - NaN test
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+def _check_int64(value: int) -> int:
+    if _INT64_MIN <= value <= _INT64_MAX:
+        return value
+    raise ValueError(f"Value out of range: {value}")
+
+
+def _check_uint(value: Any, limit: int) -> int:
+    if type(value) is bool:
+        raise TypeError(f"Expected an int, got a boolean: {value!r}")
+    value = operator.index(value)  # TypeError for floats, like protobuf
+    if 0 <= value < limit:
+        return value
+    raise ValueError(f"Value out of range: {value}")
+
+
+def _utf8(text: str) -> bool:
+    """Raise UnicodeEncodeError, as protobuf does, for text UTF-8 cannot hold."""
+    text.encode("utf-8")
+    return True
+
+
+def _as_proto_str(value: Any) -> str:
+    """What a protobuf string field stores for ``value``, or its error."""
+    if type(value) is not str:
+        if isinstance(value, str):
+            value = str.__str__(value)
+        elif isinstance(value, bytes):
+            value = value.decode("utf-8")
+        else:
+            raise TypeError(f"bad argument type for a string field: {type(value).__name__}")
+    if not value.isascii():
+        _utf8(value)
+    return value
+
+
+def _put_str(out: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None:
+        value = _as_proto_str(value)
+        if value:
+            out[key] = value
+
+
+def _put_u64(out: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None:
+        if type(value) is not int or not 0 <= value < _UINT64_LIMIT:
+            value = _check_uint(value, _UINT64_LIMIT)
+        if value:
+            out[key] = str(value)
+
+
+def _put_u32(out: dict[str, Any], key: str, value: Any) -> None:
+    if value:
+        out[key] = _check_uint(value, _UINT32_LIMIT)
 
 
 def decode_spans_json(obj: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -150,7 +150,7 @@ def test_unknown_component_policy_and_relay_kinds_are_known(tmp_path):
         '[[components]]\nkind = "mystery"\n',
     )
     values, problems = read_component(path)
-    assert values == {}
+    assert values == {"atof.full_payloads": False, "atof.sinks": ()}
     assert problems == [Problem(str(path), "components[1].kind", "a known component kind", "'mystery'", False)]
 
 
@@ -187,3 +187,61 @@ def test_observer_hook_exclusions(tmp_path):
     assert [str(p) for p in load_settings({}, bad).problems] == [
         f"{bad}: components[0].config.observer_exclude_hooks: expected an array of strings, found array [1]"
     ]
+
+
+RELAY = """version = 1
+[policy]
+unknown_field = "warn"
+unsupported_value = "warn"
+
+[[components]]
+kind = "observability"
+enabled = true
+[components.config]
+version = 4
+enable_full_payloads = true
+[components.config.atof]
+enabled = true
+[[components.config.atof.sinks]]
+type = "file"
+output_directory = "/tmp/atof"
+filename = "events.jsonl"
+mode = "overwrite"
+[[components.config.atof.sinks]]
+type = "stream"
+url = "http://collector:8080/atof"
+transport = "ndjson"
+headers = { "x-team" = "ml" }
+header_env = { "authorization" = "ATOF_TOKEN" }
+timeout_millis = 500
+field_name_policy = "replace_dots"
+[[components.config.atof.sinks]]
+type = "stream"
+url = "ws://collector:8081"
+transport = "websocket"
+[components.config.atif]
+enabled = true
+"""
+
+
+def test_relay_observability_component_drives_atof(tmp_path):
+    from hermes_otel.exporters.atof import FileSinkConfig, StreamSinkConfig
+
+    path = write(tmp_path, RELAY)
+    result = load_settings({}, path)
+    s = result.settings
+    assert s.atof_full_payloads is True
+    assert s.atof_sinks == (
+        FileSinkConfig(output_directory="/tmp/atof", filename="events.jsonl", mode="overwrite"),
+        StreamSinkConfig(url="http://collector:8080/atof", transport="ndjson", headers={"x-team": "ml"},
+                         header_env={"authorization": "ATOF_TOKEN"}, timeout_millis=500, field_name_policy="replace_dots"),
+    )
+    assert [str(p) for p in result.problems] == [
+        f"{path}: components[0].config.atif: expected a key hermes-otel honours here (version, enable_full_payloads, "
+        "atof), found a key it does not honour",
+        f"{path}: components[0].config.atof.sinks[2].transport: expected http_post | ndjson, found 'websocket'",
+    ]
+    assert not result.file_rejected
+    shown = masked(s)["atof_sinks"]
+    assert shown[1] == {"type": "stream", "url": "http://collector:8080/atof", "transport": "ndjson",
+                        "headers": {"x-team": "****", "authorization": "****"}}

@@ -1,0 +1,444 @@
+"""A NeMo Relay-style forwarding exporter: the same work as ATOF events (atof_version 0.1).
+
+A span processor on our tracer provider turns each span's start and end into
+ATOF `scope` events (sharing a UUIDv7), and each span event (middleware
+rewrites, failures, exceptions) into a `mark`. The agent's thread only
+snapshots the span and enqueues it; events are built, encoded and written or
+streamed on a worker thread, with bounded memory: past the queue limit events
+are dropped and counted (`health.dropped["atof"]`), never waited for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.trace import StatusCode
+
+from .. import _log
+from .. import semconv as sc
+from ..middleware import layers as mw
+from .health import health
+
+ATOF_VERSION = "0.1"
+
+# Hermes ids (span attribute -> ATOF metadata key).
+_METADATA = (
+    (sc.CONVERSATION_ID, "session_id"),
+    (sc.TURN_ID, "turn_id"),
+    (sc.TASK_ID, "task_id"),
+    (sc.API_REQUEST_ID, "api_request_id"),
+    (sc.API_ATTEMPT, "api_attempt"),
+    (sc.TOOL_CALL_ID, "tool_call_id"),
+    (sc.API_MODE, "api_mode"),
+    (sc.HERMES_PROVIDER, "provider"),
+    (sc.PLATFORM, "platform"),
+    (mw.KIND, "middleware_kind"),
+    (mw.PLUGIN, "middleware_plugin"),
+    (mw.OUTCOME, "middleware_outcome"),
+)
+
+
+# -- mapping (pure) ------------------------------------------------------------------
+
+
+def category(name: str, attrs: Mapping[str, Any]) -> str:
+    operation = attrs.get(sc.OPERATION)
+    if operation == sc.OP_AGENT or name.startswith("subagent"):
+        return "agent"
+    if operation == sc.OP_CHAT:
+        return "llm"
+    if operation == sc.OP_TOOL:
+        return "tool"
+    if mw.KIND in attrs:
+        return "function"
+    if name == "approval":
+        return "guardrail"
+    return "custom"
+
+
+def scope_name(name: str, cat: str, attrs: Mapping[str, Any]) -> str:
+    if cat == "llm":
+        return str(attrs.get(sc.PROVIDER) or name)
+    if cat == "tool":
+        return str(attrs.get(sc.TOOL_NAME) or name)
+    if cat == "agent" and attrs.get(sc.OPERATION) == sc.OP_AGENT:
+        return sc.AGENT
+    return name
+
+
+def profile(cat: str, attrs: Mapping[str, Any]) -> dict | None:
+    if cat == "llm":
+        return {"model_name": attrs.get(sc.REQUEST_MODEL)}
+    if cat == "tool":
+        return {"tool_call_id": attrs.get(sc.TOOL_CALL_ID)}
+    return None
+
+
+def timestamp(ns: int) -> str:
+    """RFC 3339 with nanoseconds, UTC (`2026-12-02T08:58:29.279741723+00:00`)."""
+    seconds, nanos = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}+00:00"
+
+
+def uuid7(ms: int, entropy: int) -> str:
+    """A UUIDv7 whose 74 random bits come from `entropy` (the span id), so it is stable per span."""
+    value = (ms & 0xFFFFFFFFFFFF) << 80 | 0x7 << 76 | (entropy >> 62 & 0xFFF) << 64 | 0b10 << 62 | entropy & (2**62 - 1)
+    return str(uuid.UUID(int=value))
+
+
+def _payload(text: Any) -> Any:
+    if not isinstance(text, str):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@dataclass
+class _Snapshot:
+    """What the agent's thread captures of a span: cheap, immutable."""
+
+    phase: str  # "start" | "end"
+    name: str
+    trace_id: int
+    span_id: int
+    parent_id: int | None
+    time_ns: int
+    attributes: dict[str, Any]
+    status: str = "OK"
+    events: Sequence[Any] = ()
+
+
+class EventBuilder:
+    """Snapshots -> ATOF dicts; owns the span-id -> UUID map (one worker thread uses it)."""
+
+    def __init__(self, full_payloads: bool, limit: int = 8192) -> None:
+        self._uuids: OrderedDict[int, str] = OrderedDict()
+        self._roots: OrderedDict[int, str] = OrderedDict()  # trace id -> root uuid
+        self._full = full_payloads
+        self._limit = limit
+
+    def _uuid(self, span_id: int, ms: int | None = None) -> str:
+        known = self._uuids.get(span_id)
+        if known is None:
+            known = uuid7(ms or 0, span_id)
+            self._uuids[span_id] = known
+            if len(self._uuids) > self._limit:
+                self._uuids.popitem(last=False)
+        return known
+
+    def events(self, snap: _Snapshot) -> list[dict[str, Any]]:
+        attrs = snap.attributes
+        cat = category(snap.name, attrs)
+        own = self._uuid(snap.span_id, snap.time_ns // 1_000_000)
+        parent = self._uuid(snap.parent_id) if snap.parent_id else None
+        if snap.parent_id is None or snap.trace_id not in self._roots:
+            self._roots.setdefault(snap.trace_id, own)
+            if len(self._roots) > self._limit:
+                self._roots.popitem(last=False)
+        root = self._roots.get(snap.trace_id, own)
+        metadata = {key: attrs[attr] for attr, key in _METADATA if attr in attrs}
+        if snap.phase == "end":
+            metadata["otel.status_code"] = snap.status
+            if sc.ERROR_TYPE in attrs:
+                metadata["error_type"] = attrs[sc.ERROR_TYPE]
+        event = {
+            "atof_version": ATOF_VERSION,
+            "attributes": ["streaming"] if attrs.get(sc.REQUEST_STREAM) is True else [],
+            "category": cat,
+            "category_profile": profile(cat, attrs),
+            "data": self._data(cat, snap),
+            "data_schema": None,
+            "kind": "scope",
+            "metadata": metadata or None,
+            "name": scope_name(snap.name, cat, attrs),
+            "parent_uuid": parent,
+            "propagation_root_uuid": root,
+            "scope_category": snap.phase,
+            "timestamp": timestamp(snap.time_ns),
+            "uuid": own,
+        }
+        out = [event]
+        for span_event in snap.events:  # marks, in order, after the scope ends
+            mark_attrs = dict(span_event.attributes or {})
+            out.append(
+                {
+                    "atof_version": ATOF_VERSION,
+                    "category": None,
+                    "category_profile": None,
+                    "data": None,
+                    "data_schema": None,
+                    "kind": "mark",
+                    "metadata": {k: list(v) if isinstance(v, tuple) else v for k, v in mark_attrs.items()} or None,
+                    "name": span_event.name,
+                    "parent_uuid": own,
+                    "propagation_root_uuid": root,
+                    "timestamp": timestamp(span_event.timestamp),
+                    "uuid": uuid7(span_event.timestamp // 1_000_000, hash((snap.span_id, span_event.timestamp)) & (2**74 - 1)),
+                }
+            )
+        return out
+
+    def _data(self, cat: str, snap: _Snapshot) -> Any:
+        """Content only where capture (or enable_full_payloads) put it on the span, already redacted."""
+        attrs = snap.attributes
+        if cat == "tool":
+            key = "gen_ai.tool.call.arguments" if snap.phase == "start" else "gen_ai.tool.call.result"
+            return _payload(attrs.get(key))
+        if cat == "agent" and attrs.get(sc.OPERATION) == sc.OP_AGENT:
+            key = "gen_ai.input.messages" if snap.phase == "start" else "gen_ai.output.messages"
+            return _payload(attrs.get(key))
+        return None
+
+
+# -- sinks -----------------------------------------------------------------------------
+
+
+def rename_fields(event: Any, policy: str) -> Any:
+    """`replace_dots`: `otel.status_code` -> `otel_status_code` in every object key."""
+    if policy != "replace_dots":
+        return event
+    if isinstance(event, dict):
+        return {str(k).replace(".", "_"): rename_fields(v, policy) for k, v in event.items()}
+    if isinstance(event, list):
+        return [rename_fields(v, policy) for v in event]
+    return event
+
+
+@dataclass(frozen=True)
+class FileSinkConfig:
+    output_directory: str
+    filename: str = "hermes-otel-atof.jsonl"
+    mode: str = "append"
+    name: str = "file"
+
+
+@dataclass(frozen=True)
+class StreamSinkConfig:
+    url: str
+    transport: str = "http_post"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    header_env: Mapping[str, str] = field(default_factory=dict)
+    header_file: Mapping[str, str] = field(default_factory=dict)
+    timeout_millis: int = 3000
+    field_name_policy: str = "preserve"
+    name: str = "stream"
+
+    def resolved_headers(self) -> dict[str, str]:
+        """Literal headers, then values from environment variables and files (never logged)."""
+        headers = dict(self.headers)
+        for header, var in self.header_env.items():
+            if os.environ.get(var):
+                headers[header] = os.environ[var]
+        for header, path in self.header_file.items():
+            try:
+                headers[header] = Path(path).expanduser().read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                _log.once(f"atof-header-file:{path}", "hermes-otel: ATOF sink %r cannot read header file %s (%s)",
+                          self.name, path, exc.strerror)
+        return headers
+
+
+class FileSink:
+    def __init__(self, config: FileSinkConfig) -> None:
+        directory = Path(config.output_directory).expanduser()
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.path = directory / config.filename
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if config.mode == "overwrite" else os.O_APPEND)
+        self._fd = os.open(self.path, flags, 0o600)
+
+    def write(self, events: list[dict]) -> None:
+        data = "".join(json.dumps(e, separators=(",", ":"), ensure_ascii=False) + "\n" for e in events)
+        os.write(self._fd, data.encode("utf-8"))
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any):  # never follow: credentials stay with their host
+        return None
+
+
+class StreamSink:
+    """Batches to an HTTP endpoint off the agent's thread; retries with backoff; bounded; counts drops."""
+
+    MAX_QUEUE = 10_000
+    RETRIES = 3
+
+    def __init__(self, config: StreamSinkConfig) -> None:
+        self._config = config
+        self._headers = {
+            "Content-Type": "application/x-ndjson" if config.transport == "ndjson" else "application/json",
+            **config.resolved_headers(),
+        }
+        self._queue: deque[dict] = deque()
+        self._lock = threading.Condition()
+        self._opener = urllib.request.build_opener(_NoRedirect)
+        self._closed = False
+        self.sent = 0
+        self._thread = threading.Thread(target=self._run, name="hermes-otel-atof-stream", daemon=True)
+        self._thread.start()
+
+    def write(self, events: list[dict]) -> None:
+        with self._lock:
+            room = self.MAX_QUEUE - len(self._queue)
+            if room < len(events):
+                health.dropped["atof"] += len(events) - max(room, 0)
+                events = events[: max(room, 0)]
+            self._queue.extend(events)
+            self._lock.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closed:
+                    self._lock.wait(0.5)
+                if not self._queue and self._closed:
+                    return
+                batch = [self._queue.popleft() for _ in range(min(len(self._queue), 500))]
+            self._send(batch)
+
+    def _send(self, batch: list[dict]) -> None:
+        policy = self._config.field_name_policy
+        events = [rename_fields(e, policy) for e in batch]
+        if self._config.transport == "ndjson":
+            body = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events).encode()
+        else:
+            body = json.dumps(events, separators=(",", ":")).encode()
+        delay = 0.2
+        for attempt in range(self.RETRIES):
+            request = urllib.request.Request(self._config.url, data=body, headers=self._headers, method="POST")
+            try:
+                with self._opener.open(request, timeout=self._config.timeout_millis / 1000) as response:
+                    if 200 <= response.status < 300:
+                        self.sent += len(batch)
+                        health.success(self._config.url)
+                        return
+                    reason = f"HTTP {response.status}"
+            except urllib.error.HTTPError as exc:
+                reason = f"HTTP {exc.code}"
+                if exc.code < 500 and exc.code != 429:
+                    break  # not retryable
+            except (OSError, ValueError) as exc:
+                reason = type(exc).__name__
+            if attempt + 1 < self.RETRIES and not self._closed:
+                time.sleep(delay)
+                delay *= 2
+        health.failure("atof", self._config.url, reason)
+        health.dropped["atof"] += len(batch)
+
+    def flush(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._queue:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._lock.notify()
+
+
+# -- the processor -------------------------------------------------------------------------
+
+
+class AtofSpanProcessor(SpanProcessor):
+    """Span start/end -> ATOF events, built and written on a worker thread."""
+
+    MAX_PENDING = 20_000
+
+    def __init__(self, sinks: Sequence[FileSink | StreamSink], full_payloads: bool = False) -> None:
+        self._sinks = list(sinks)
+        self._builder = EventBuilder(full_payloads)
+        self._pending: deque[_Snapshot] = deque()
+        self._cond = threading.Condition()
+        self._stop = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._thread = threading.Thread(target=self._run, name="hermes-otel-atof", daemon=True)
+        self._thread.start()
+
+    # agent's thread: snapshot and enqueue only
+    def on_start(self, span: ReadableSpan, parent_context: Any = None) -> None:
+        self._enqueue("start", span, span.start_time or time.time_ns())
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self._enqueue("end", span, span.end_time or time.time_ns())
+
+    def _enqueue(self, phase: str, span: ReadableSpan, at: int) -> None:
+        ctx = span.get_span_context()
+        parent = span.parent.span_id if span.parent is not None else None
+        status = "ERROR" if span.status.status_code is StatusCode.ERROR else "OK"
+        snap = _Snapshot(
+            phase, span.name, ctx.trace_id, ctx.span_id, parent, at, dict(span.attributes or {}), status,
+            tuple(span.events) if phase == "end" else (),
+        )
+        with self._cond:
+            if len(self._pending) >= self.MAX_PENDING:
+                health.dropped["atof"] += 1
+                return
+            self._pending.append(snap)
+            self._idle.clear()
+            self._cond.notify()
+
+    # worker thread
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stop:
+                    self._idle.set()
+                    self._cond.wait(0.5)
+                if not self._pending and self._stop:
+                    self._idle.set()
+                    return
+                batch = list(self._pending)
+                self._pending.clear()
+            events: list[dict] = []
+            for snap in batch:
+                try:
+                    events.extend(self._builder.events(snap))
+                except Exception as exc:  # noqa: BLE001 - one odd span must not stop the stream
+                    _log.once(f"atof-build:{type(exc).__name__}", "hermes-otel: ATOF event not built (%s: %s)",
+                              type(exc).__name__, exc)
+            for sink in self._sinks:
+                try:
+                    sink.write(events)
+                except Exception as exc:  # noqa: BLE001 - a broken sink is reported, others go on
+                    health.dropped["atof"] += len(events)
+                    _log.once(f"atof-sink:{id(sink)}", "hermes-otel: ATOF sink failed (%s: %s)", type(exc).__name__, exc)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        deadline = time.monotonic() + timeout_millis / 1000
+        with self._cond:
+            self._cond.notify()
+        if not self._idle.wait(max(deadline - time.monotonic(), 0)):
+            return False
+        return all(
+            sink.flush(max(deadline - time.monotonic(), 0)) for sink in self._sinks if isinstance(sink, StreamSink)
+        )
+
+    def shutdown(self) -> None:
+        self.force_flush(2000)
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        for sink in self._sinks:
+            sink.close()
