@@ -63,6 +63,18 @@ class OTLPTarget:
 
 
 @dataclass(frozen=True)
+class RelayEndpoint:
+    """One `[[components.config.opentelemetry.endpoints]]` entry of NeMo Relay's observability component."""
+
+    type: str  # full | gen_ai | openinference (see exporters/shapes.py)
+    target: OTLPTarget
+    resource: Mapping[str, str] = field(default_factory=dict)
+    max_queue_size: int = 2048
+    max_export_batch_size: int = 512
+    scheduled_delay_millis: int = 1000
+
+
+@dataclass(frozen=True)
 class Settings:
     enabled: bool = True
     service_name: str = "hermes-agent"
@@ -88,6 +100,10 @@ class Settings:
     metrics_enabled: bool = True
     atof_sinks: tuple = ()  # FileSinkConfig | StreamSinkConfig (exporters.atof)
     atof_full_payloads: bool = False
+    relay_span_endpoints: tuple[RelayEndpoint, ...] = ()
+    relay_log_targets: tuple[OTLPTarget, ...] = ()
+    relay_metric_targets: tuple[OTLPTarget, ...] = ()
+    relay_metric_interval_ms: int = 60000
     source: str | None = None  # the plugins.toml that was applied, if any
 
     def exporting(self, signal: str) -> bool:
@@ -229,10 +245,13 @@ def _validate_observability(comp: dict, where: str, src: str, problems: list[Pro
         report(f"{base}.version", "4 (the config version NeMo Relay 0.10 reads)", repr(config.get("version")),
                "unsupported_value")
     for key in config:
-        if key not in ("version", "enable_full_payloads", "atof"):
-            report(f"{base}.{key}", "a key hermes-otel honours here (version, enable_full_payloads, atof)",
+        if key not in ("version", "enable_full_payloads", "atof", "opentelemetry"):
+            report(f"{base}.{key}", "a key hermes-otel honours here (version, enable_full_payloads, atof, opentelemetry)",
                    "a key it does not honour", "unknown_field")
+    otel = config.get("opentelemetry")
     values: dict[str, Any] = {}
+    if otel is not None:
+        values.update(_validate_relay_otel(otel, f"{base}.opentelemetry", src, problems, report))
     full = config.get("enable_full_payloads", False)
     if not isinstance(full, bool):
         problems.append(Problem(src, f"{base}.enable_full_payloads", "a boolean", _describe(full)))
@@ -274,6 +293,102 @@ def _validate_observability(comp: dict, where: str, src: str, problems: list[Pro
             parsed.append(dict(sink))
     values["atof.sinks"] = tuple(parsed)
     return values
+
+
+_ENDPOINT_FIELDS = {
+    "type": str, "endpoint": str, "transport": str, "service_name": str, "service_namespace": str,
+    "service_version": str, "timeout_millis": int, "headers": dict, "header_env": dict, "header_file": dict,
+    "resource_attributes": dict, "max_queue_size": int, "max_export_batch_size": int, "scheduled_delay_millis": int,
+}
+_TRANSPORTS = {"http_binary": "http/protobuf", "grpc": "grpc"}
+
+
+def _relay_target(entry: dict, signal: str) -> OTLPTarget:
+    from .exporters.atof import StreamSinkConfig  # same header resolution: literal, env, file
+
+    protocol = _TRANSPORTS[entry.get("transport", "http_binary")]
+    endpoint = entry["endpoint"]
+    if protocol == "http/protobuf" and not endpoint.rstrip("/").endswith(_HTTP_PATHS[signal]):
+        endpoint = endpoint.rstrip("/") + _HTTP_PATHS[signal]
+    headers = StreamSinkConfig(
+        url=endpoint, headers=entry.get("headers", {}), header_env=entry.get("header_env", {}),
+        header_file=entry.get("header_file", {}),
+    ).resolved_headers()
+    return OTLPTarget(endpoint, protocol, headers, entry.get("timeout_millis", 3000) / 1000.0, "none")
+
+
+def _validate_relay_otel(otel: Any, base: str, src: str, problems: list[Problem], report) -> dict[str, Any]:
+    if not isinstance(otel, dict):
+        problems.append(Problem(src, base, "a table", _describe(otel)))
+        return {}
+    if otel.get("enabled", True) is False:
+        return {}
+    values: dict[str, Any] = {}
+    for key in otel:
+        if key not in ("enabled", "endpoints", "logs", "metrics"):
+            report(f"{base}.{key}", "enabled, endpoints, logs or metrics", "a key hermes-otel does not honour",
+                   "unknown_field")
+    spans = []
+    for i, entry in enumerate(otel.get("endpoints", []) if isinstance(otel.get("endpoints"), list) else []):
+        path = f"{base}.endpoints[{i}]"
+        if not isinstance(entry, dict):
+            problems.append(Problem(src, path, "a table", _describe(entry)))
+            continue
+        ok = _check_table(entry, _ENDPOINT_FIELDS, path, src, problems, report)
+        if "endpoint" not in entry:
+            problems.append(Problem(src, f"{path}.endpoint", "a string", "nothing"))
+            ok = False
+        if entry.get("type", "full") not in ("full", "gen_ai", "openinference"):
+            report(f"{path}.type", "full | gen_ai | openinference", repr(entry.get("type")), "unsupported_value")
+            ok = False
+        if entry.get("transport", "http_binary") not in _TRANSPORTS:
+            report(f"{path}.transport", "http_binary | grpc", repr(entry.get("transport")), "unsupported_value")
+            ok = False
+        if not ok:
+            continue
+        resource = dict(entry.get("resource_attributes", {}))
+        for key, attr in (("service_name", "service.name"), ("service_namespace", "service.namespace"),
+                          ("service_version", "service.version")):
+            if key in entry:
+                resource[attr] = entry[key]
+        spans.append(RelayEndpoint(
+            entry.get("type", "full"), _relay_target(entry, "traces"), resource,
+            entry.get("max_queue_size", 2048), entry.get("max_export_batch_size", 512),
+            entry.get("scheduled_delay_millis", 1000),
+        ))
+    values["relay.spans"] = tuple(spans)
+    for signal in ("logs", "metrics"):
+        table = otel.get(signal)
+        if table is None:
+            continue
+        path = f"{base}.{signal}"
+        fields = {"enabled": bool, "endpoints": list, "minimum_severity": str}
+        if signal == "metrics":
+            fields.update(export_interval_millis=int, temporality=str)
+        if not isinstance(table, dict) or not _check_table(table, fields, path, src, problems, report):
+            continue
+        if table.get("enabled", True) is False:
+            continue
+        urls = [u for u in table.get("endpoints", []) if isinstance(u, str)]
+        values[f"relay.{signal}"] = tuple(_relay_target({"endpoint": u}, signal) for u in urls)
+        if signal == "metrics":
+            values["relay.metrics_interval"] = table.get("export_interval_millis", 60000)
+            temporality = table.get("temporality", "cumulative")
+            if temporality != "cumulative":  # our metric exporters export cumulative sums and histograms
+                report(f"{path}.temporality", "cumulative (the temporality hermes-otel exports)", repr(temporality),
+                       "unsupported_value")
+    return values
+
+
+def _check_table(table: dict, fields: dict, path: str, src: str, problems: list[Problem], report) -> bool:
+    ok = True
+    for key, value in table.items():
+        if key not in fields:
+            report(f"{path}.{key}", "one of " + ", ".join(fields), "an unknown key", "unknown_field")
+        elif not isinstance(value, fields[key]) or (isinstance(value, bool) and fields[key] is not bool):
+            problems.append(Problem(src, f"{path}.{key}", _type_name(fields[key]), _describe(value)))
+            ok = False
+    return ok
 
 
 def _policy(raw: Any, src: str, problems: list[Problem]) -> dict[str, str]:
@@ -487,6 +602,10 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
         metrics_enabled=get("metrics.enabled"),
         atof_sinks=_atof_sinks(values.get("atof.sinks", ())),
         atof_full_payloads=bool(values.get("atof.full_payloads", False)),
+        relay_span_endpoints=values.get("relay.spans", ()),
+        relay_log_targets=values.get("relay.logs", ()),
+        relay_metric_targets=values.get("relay.metrics", ()),
+        relay_metric_interval_ms=values.get("relay.metrics_interval", 60000),
         source=source,
     )
 

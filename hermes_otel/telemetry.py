@@ -242,6 +242,19 @@ def _span_exporters(settings: Settings, writers: dict[str, RotatingJsonLinesWrit
     return exporters
 
 
+def _relay_span_processor(endpoint) -> BatchSpanProcessor:
+    """One NeMo Relay `[[opentelemetry.endpoints]]` entry: its own exporter, shape and batch settings."""
+    from .exporters.shapes import ShapedSpanExporter
+
+    exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target), endpoint.type, endpoint.resource)
+    return BatchSpanProcessor(
+        exporter,
+        max_queue_size=endpoint.max_queue_size,
+        schedule_delay_millis=endpoint.scheduled_delay_millis,
+        max_export_batch_size=min(endpoint.max_export_batch_size, endpoint.max_queue_size),
+    )
+
+
 def _atof_processor(settings: Settings):
     from .exporters.atof import AtofSpanProcessor, FileSink, StreamSink
 
@@ -278,6 +291,10 @@ def build(settings: Settings) -> Telemetry:
             )
         )
 
+    for endpoint in settings.relay_span_endpoints:
+        processor = safely(_relay_span_processor, endpoint)
+        if processor is not None:
+            tracer_provider.add_span_processor(processor)
     if settings.atof_sinks:
         processor = safely(_atof_processor, settings)
         if processor is not None:
@@ -285,6 +302,7 @@ def build(settings: Settings) -> Telemetry:
 
     logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     log_exporters: list[LogRecordExporter] = _exporters("logs", settings, writers) if settings.logs_enabled else []
+    log_exporters += [e for t in settings.relay_log_targets if (e := safely(_otlp_exporter, "logs", t)) is not None]
     for exporter in log_exporters:
         logger_provider.add_log_record_processor(
             BatchLogRecordProcessor(
@@ -303,5 +321,11 @@ def build(settings: Settings) -> Telemetry:
         PeriodicExportingMetricReader(exporter, export_interval_millis=settings.metric_export_interval_ms)
         for exporter in metric_exporters
     ]
+    for target in settings.relay_metric_targets:
+        exporter = safely(_otlp_exporter, "metrics", target)
+        if exporter is not None:
+            readers.append(
+                PeriodicExportingMetricReader(exporter, export_interval_millis=settings.relay_metric_interval_ms)
+            )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     return Telemetry(settings, tracer_provider, meter_provider, logger_provider)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import logging
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.json_format import MessageToDict
@@ -79,7 +79,7 @@ DECODE_ERRORS: tuple[type[Exception], ...] = (KeyError, TypeError, ValueError, A
 
 def encode_spans_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """Encode spans as one OTLP/JSON ``ExportTraceServiceRequest``."""
-    groups = _group(spans)
+    groups = _group(spans, _encode_span)
     if not groups:
         return {}
     return {"resourceSpans": [_resource_entry(resource, scopes, "scopeSpans", "spans") for resource, scopes in groups]}
@@ -87,7 +87,7 @@ def encode_spans_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 
 def encode_logs_json(batch: Sequence[ReadableLogRecord]) -> dict[str, Any]:
     """Encode log records as one OTLP/JSON ``ExportLogsServiceRequest``."""
-    groups = _group(batch)
+    groups = _group(batch, _encode_log_record)
     if not groups:
         return {}
     return {
@@ -160,8 +160,13 @@ _SPAN_KIND_NUMBERS = {
 }
 
 
-def _group(items: Sequence[Any]) -> list[tuple[Resource, list[tuple[InstrumentationScope | None, list[Any]]]]]:
-    """Group by resource, then scope, in first-seen order, like the official encoders.
+def _group(
+    items: Sequence[Any], encode: Callable[[Any], dict[str, Any]]
+) -> list[tuple[Resource, list[tuple[InstrumentationScope | None, list[dict[str, Any]]]]]]:
+    """Encode items in order, grouped by resource, then scope, in first-seen order.
+
+    The same steps as the official encoders, so even a batch that cannot be
+    encoded fails on the same item.
 
     They key dicts by the SDK objects, grouping equal ones; Resource hashes by
     JSON-dumping its attributes, so equality lookups are cached per object:
@@ -185,7 +190,7 @@ def _group(items: Sequence[Any]) -> list[tuple[Resource, list[tuple[Instrumentat
                 bucket = entry[1][scope] = []
             by_identity[key] = bucket
             keep_alive.append((resource, scope))
-        bucket.append(item)
+        bucket.append(encode(item))
     return [(resource, list(scopes.items())) for resource, scopes in resources.values()]
 
 
@@ -195,10 +200,9 @@ def _resource_entry(
     scopes_key: str,
     items_key: str,
 ) -> dict[str, Any]:
-    encode_item = _encode_span if items_key == "spans" else _encode_log_record
     scope_entries = []
     for scope, items in scopes:
-        scope_entry: dict[str, Any] = {"scope": _encode_scope(scope), items_key: [encode_item(item) for item in items]}
+        scope_entry: dict[str, Any] = {"scope": _encode_scope(scope), items_key: items}
         if scope is not None:
             _put_str(scope_entry, "schemaUrl", scope.schema_url)
         scope_entries.append(scope_entry)
@@ -237,69 +241,83 @@ _SDK_STORAGE: dict[type, bool] = {}
 
 
 def _encode_span(span: ReadableSpan) -> dict[str, Any]:
+    # The sub-messages come first and the scalar fields are checked after, in
+    # the official encoder's order, so a span with several bad values fails
+    # with the same error. The dict is still filled in field-number order.
     context = span.get_span_context()
     parent = span.parent
-    out: dict[str, Any] = {
-        "traceId": context.trace_id.to_bytes(16, "big").hex(),
-        "spanId": context.span_id.to_bytes(8, "big").hex(),
-    }
+    trace_id = context.trace_id.to_bytes(16, "big").hex()
+    span_id = context.span_id.to_bytes(8, "big").hex()
     trace_state = context.trace_state
-    if trace_state:  # an empty TraceState joins to "", which is left out
-        _put_str(out, "traceState", ",".join([f"{key}={value}" for key, value in trace_state.items()]))
-    if parent:
-        out["parentSpanId"] = parent.span_id.to_bytes(8, "big").hex()
+    if trace_state is not None:
+        trace_state = ",".join([f"{key}={value}" for key, value in trace_state.items()])
+    parent_id = parent.span_id.to_bytes(8, "big").hex() if parent else None
     name = span.name
-    if type(name) is str and name.isascii():
-        if name:
-            out["name"] = name
-    else:
-        _put_str(out, "name", name)
-    out["kind"] = _SPAN_KIND_NUMBERS[span.kind]
-    for key, value in (("startTimeUnixNano", span.start_time), ("endTimeUnixNano", span.end_time)):
-        if type(value) is int and 0 < value < _UINT64_LIMIT:
-            out[key] = str(value)
-        else:
-            _put_u64(out, key, value)
+    kind = _SPAN_KIND_NUMBERS[span.kind]
     if _sdk_span_storage(type(span)):
         attributes: Any = span._attributes  # noqa: SLF001 - see _sdk_span_storage
         events: Any = span._events  # noqa: SLF001
         links: Any = span._links  # noqa: SLF001
     else:
         attributes, events, links = span.attributes, span.events, span.links
-    if attributes:
-        _put_attributes(out, attributes)
-    dropped = span.dropped_attributes
-    if dropped:
-        _put_u32(out, "droppedAttributesCount", dropped)
-    if events:
-        out["events"] = [_encode_event(event) for event in events]
-    dropped = span.dropped_events  # not only with events: max_events=0 drops them all
-    if dropped:
-        _put_u32(out, "droppedEventsCount", dropped)
-    if links:
-        out["links"] = [_encode_link(link) for link in links]
-    dropped = span.dropped_links
-    if dropped:
-        _put_u32(out, "droppedLinksCount", dropped)
+    attributes = _attribute_list(attributes) if attributes else None
+    events = [_encode_event(event) for event in events] if events else None
+    links = [_encode_link(link) for link in links] if links else None
     status = span.status
+    status_json: dict[str, Any] | None = None
     if status is not None:
-        status_json: dict[str, Any] = {}
-        description = status.description
-        if description:
-            _put_str(status_json, "message", description)
         code = status.status_code.value
+        status_json = {}
+        _put_str(status_json, "message", status.description)
         if code:
             status_json["code"] = code
+    dropped_attributes = span.dropped_attributes
+    dropped_events = span.dropped_events  # even without events: max_events=0 drops them all
+    dropped_links = span.dropped_links
+
+    out: dict[str, Any] = {"traceId": trace_id, "spanId": span_id}
+    if trace_state:
+        _put_str(out, "traceState", trace_state)
+    if parent_id is not None:
+        out["parentSpanId"] = parent_id
+    if type(name) is str and name.isascii():
+        if name:
+            out["name"] = name
+    else:
+        _put_str(out, "name", name)
+    out["kind"] = kind
+    for key, value in (("startTimeUnixNano", span.start_time), ("endTimeUnixNano", span.end_time)):
+        if type(value) is int and 0 < value < _UINT64_LIMIT:
+            out[key] = str(value)
+        else:
+            _put_u64(out, key, value)
+    if attributes:
+        out["attributes"] = attributes
+    if dropped_attributes:
+        _put_u32(out, "droppedAttributesCount", dropped_attributes)
+    if events:
+        out["events"] = events
+    if dropped_events:
+        _put_u32(out, "droppedEventsCount", dropped_events)
+    if links:
+        out["links"] = links
+    if dropped_links:
+        _put_u32(out, "droppedLinksCount", dropped_links)
+    if status_json is not None:
         out["status"] = status_json
     out["flags"] = _FLAGS_HAS_IS_REMOTE | _FLAGS_IS_REMOTE if parent and parent.is_remote else _FLAGS_HAS_IS_REMOTE
     return out
 
 
 def _encode_event(event: Any) -> dict[str, Any]:
+    attributes = _attribute_list(event.attributes)
+    name = _proto_str(event.name)  # checked before the time, as protobuf does
     out: dict[str, Any] = {}
     _put_u64(out, "timeUnixNano", event.timestamp)
-    _put_str(out, "name", event.name)
-    _put_attributes(out, event.attributes)
+    if name:
+        out["name"] = name
+    if attributes:
+        out["attributes"] = attributes
     _put_u32(out, "droppedAttributesCount", event.dropped_attributes)
     return out
 
@@ -318,39 +336,60 @@ def _encode_link(link: Any) -> dict[str, Any]:
 
 def _encode_log_record(readable: ReadableLogRecord) -> dict[str, Any]:
     record = readable.log_record
+    # Computed, then checked, in the official encoder's order (see _encode_span).
+    span_id = record.span_id
+    span_id = None if span_id == 0 else span_id.to_bytes(8, "big").hex()
+    trace_id = record.trace_id
+    trace_id = None if trace_id == 0 else trace_id.to_bytes(16, "big").hex()
+    flags = int(record.trace_flags)
+    body = _any_value(record.body)
+    attributes = _attribute_list(record.attributes)
+    dropped = readable.dropped_attributes
+    severity_number = getattr(record.severity_number, "value", None)
+
     out: dict[str, Any] = {}
     _put_u64(out, "timeUnixNano", record.timestamp)
-    severity_number = getattr(record.severity_number, "value", None)
-    if severity_number:
-        out["severityNumber"] = operator.index(severity_number)
-    _put_str(out, "severityText", record.severity_text)
-    out["body"] = _any_value(record.body)
-    _put_attributes(out, record.attributes)
-    _put_u32(out, "droppedAttributesCount", readable.dropped_attributes)
-    flags = int(record.trace_flags)
+    observed: dict[str, Any] = {}
+    _put_u64(observed, "observedTimeUnixNano", record.observed_timestamp)
     if flags:
-        out["flags"] = _check_uint(flags, _UINT32_LIMIT)
-    trace_id = record.trace_id
-    if trace_id != 0:
-        out["traceId"] = trace_id.to_bytes(16, "big").hex()
-    span_id = record.span_id
-    if span_id != 0:
-        out["spanId"] = span_id.to_bytes(8, "big").hex()
-    _put_u64(out, "observedTimeUnixNano", record.observed_timestamp)
+        flags = _check_uint(flags, _UINT32_LIMIT)
+    severity_text = _proto_str(record.severity_text)
+    if severity_number:
+        out["severityNumber"] = _check_int32(severity_number)
+    if severity_text:
+        out["severityText"] = severity_text
+    out["body"] = body
+    if attributes:
+        out["attributes"] = attributes
+    _put_u32(out, "droppedAttributesCount", dropped)
+    if flags:
+        out["flags"] = flags
+    if trace_id is not None:
+        out["traceId"] = trace_id
+    if span_id is not None:
+        out["spanId"] = span_id
+    out.update(observed)
     _put_str(out, "eventName", record.event_name)
     return out
 
 
 def _put_attributes(out: dict[str, Any], attributes: Mapping[Any, Any] | None) -> None:
-    """Set ``attributes``, dropping (and logging) what protobuf would reject."""
+    if attributes:
+        key_values = _attribute_list(attributes)
+        if key_values:
+            out["attributes"] = key_values
+
+
+def _attribute_list(attributes: Mapping[Any, Any] | None) -> list[dict[str, Any]]:
+    """KeyValues of ``attributes``, dropping (and logging) what protobuf would reject."""
     if not attributes:
-        return
+        return []
     if type(attributes) is BoundedAttributes:
         # Its items() goes through Python-level __iter__/__getitem__ per key.
         items = attributes._dict.items()  # noqa: SLF001
     else:
         items = attributes.items()
-    key_values = []
+    key_values: list[dict[str, Any]] = []
     append = key_values.append
     for key, value in items:
         try:
@@ -362,15 +401,18 @@ def _put_attributes(out: dict[str, Any], attributes: Mapping[Any, Any] | None) -
                     append({"key": key, "value": {"intValue": str(value)}})
                 else:
                     append({"key": key, "value": _any_value(value)})
-            else:  # protobuf treats key=None as unset, like ""
-                append(_key_value("" if key is None else _as_proto_str(key), _any_value(value)))
+            else:
+                append(_key_value(key, _any_value(value)))
         except Exception as error:  # noqa: BLE001 - mirrors the official encoder
             _encoder_logger.exception("Failed to encode key %s: %s", key, error)
-    if key_values:
-        out["attributes"] = key_values
+    return key_values
 
 
-def _key_value(key: str, value: dict[str, Any]) -> dict[str, Any]:
+def _key_value(key: Any, value: dict[str, Any]) -> dict[str, Any]:
+    """A KeyValue; the value is encoded first, as in the official encoder."""
+    if key is None:  # protobuf takes None as unset, like ""
+        return {"value": value}
+    key = _as_proto_str(key)
     return {"key": key, "value": value} if key else {"value": value}
 
 
@@ -411,7 +453,7 @@ def _any_value_slow(value: Any) -> dict[str, Any]:
         items = [_any_value(item) for item in value]
         return {"arrayValue": {"values": items} if items else {}}
     if isinstance(value, Mapping):
-        pairs = [_key_value(_as_proto_str(str(key)), _any_value(item)) for key, item in value.items()]
+        pairs = [_key_value(str(key), _any_value(item)) for key, item in value.items()]
         return {"kvlistValue": {"values": pairs} if pairs else {}}
     raise Exception(f"Invalid type {type(value)} of value {value}")  # noqa: TRY002 - same as the official encoder
 
@@ -424,6 +466,15 @@ def _nonfinite(value: float) -> str:
 
 def _check_int64(value: int) -> int:
     if _INT64_MIN <= value <= _INT64_MAX:
+        return value
+    raise ValueError(f"Value out of range: {value}")
+
+
+def _check_int32(value: Any) -> int:
+    if type(value) is bool:
+        raise TypeError(f"Expected an int, got a boolean: {value!r}")
+    value = operator.index(value)
+    if -(1 << 31) <= value < 1 << 31:
         return value
     raise ValueError(f"Value out of range: {value}")
 
@@ -455,6 +506,11 @@ def _as_proto_str(value: Any) -> str:
     if not value.isascii():
         _utf8(value)
     return value
+
+
+def _proto_str(value: Any) -> str | None:
+    """A string field's value, None when unset; raises what protobuf would."""
+    return None if value is None else _as_proto_str(value)
 
 
 def _put_str(out: dict[str, Any], key: str, value: Any) -> None:

@@ -70,6 +70,12 @@ def enabled_plugins(llm: FakeLLMServer, *names: str):
 
 
 @pytest.fixture
+def plugins_enabled(llm):
+    """`with plugins_enabled("mw_alpha"): ...` inside a test."""
+    return lambda *names: enabled_plugins(llm, *names)
+
+
+@pytest.fixture
 def with_middleware_plugins(traced, llm):
     """mw_alpha and mw_beta enabled next to hermes_otel, for this test only."""
     with enabled_plugins(llm, "mw_alpha", "mw_beta") as (alpha, _):

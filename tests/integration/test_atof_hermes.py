@@ -97,3 +97,46 @@ def test_stream_receiver_down_or_hanging_costs_hermes_nothing(llm, monkeypatch, 
     # The file sink kept everything meanwhile.
     lines = (tmp_path / "atof" / "events.jsonl").read_text().splitlines()
     assert len(lines) == 4  # agent + llm, start and end
+
+
+def test_relay_opentelemetry_endpoints_shape_what_they_receive(llm, monkeypatch, tmp_path, plugins_enabled):
+    from hermes_cli.plugins import discover_plugins
+
+    from hermes_otel import runtime
+    from tests.harness.otlp_receiver import OTLPReceiver
+    from tests.harness.trees import tree
+
+    with OTLPReceiver() as full, OTLPReceiver() as gen_ai, OTLPReceiver() as oi:
+        toml = tmp_path / "plugins.toml"
+        toml.write_text(
+            "version = 1\n[[components]]\nkind = \"observability\"\n[components.config]\nversion = 4\n"
+            "[components.config.opentelemetry]\nenabled = true\n"
+            + "".join(
+                f"[[components.config.opentelemetry.endpoints]]\ntype = \"{kind}\"\nendpoint = \"{recv.endpoint}\"\n"
+                f"scheduled_delay_millis = 50\nservice_name = \"svc-{kind}\"\n"
+                for kind, recv in (("full", full), ("gen_ai", gen_ai), ("openinference", oi))
+            )
+        )
+        monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
+        discover_plugins(force=True)
+        with plugins_enabled("mw_alpha"):
+            llm.push(Reply.tools(ToolCall("terminal", {"command": "echo r"}, id="call_R")), Reply.text("relayed"))
+            assert run_agent(llm.base_url, "go")["final_response"] == "relayed"
+            assert runtime.flush(5)
+            done = lambda s: any(x.name == "invoke_agent hermes" for x in s)  # noqa: E731
+            full_spans, gen_spans, oi_spans = (r.wait_for_spans(done, timeout=10) for r in (full, gen_ai, oi))
+    assert {s.resource["service.name"] for s in full_spans} == {"svc-full"}
+    # full: everything, layers included
+    assert any(s.name.startswith("llm_execution") for s in full_spans)
+    # gen_ai: the GenAI operation spans only, gen_ai.* / server.* attributes only
+    assert tree(gen_spans) == [["invoke_agent hermes", ["chat fake-model", "execute_tool terminal", "chat fake-model"]]]
+    for span in gen_spans:
+        assert all(k.startswith(("gen_ai.", "server.")) or k in ("error.type", "http.response.status_code") for k in span.attributes)
+        assert span.events == []
+    # openinference: every span, with the OpenInference kinds Phoenix reads
+    kinds = {s.name: s.attributes["openinference.span.kind"] for s in oi_spans}
+    assert kinds["invoke_agent hermes"] == "AGENT" and kinds["chat fake-model"] == "LLM"
+    assert kinds["execute_tool terminal"] == "TOOL" and kinds["llm_execution mw_alpha"] == "CHAIN"
+    chat = next(s for s in oi_spans if s.name == "chat fake-model")
+    assert chat.attributes["llm.token_count.total"] == 18 and chat.attributes["session.id"]
+    assert {s.resource["openinference.project.name"] for s in oi_spans} == {"svc-openinference"}

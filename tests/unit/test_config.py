@@ -238,10 +238,66 @@ def test_relay_observability_component_drives_atof(tmp_path):
     )
     assert [str(p) for p in result.problems] == [
         f"{path}: components[0].config.atif: expected a key hermes-otel honours here (version, enable_full_payloads, "
-        "atof), found a key it does not honour",
+        "atof, opentelemetry), found a key it does not honour",
         f"{path}: components[0].config.atof.sinks[2].transport: expected http_post | ndjson, found 'websocket'",
     ]
     assert not result.file_rejected
     shown = masked(s)["atof_sinks"]
     assert shown[1] == {"type": "stream", "url": "http://collector:8080/atof", "transport": "ndjson",
                         "headers": {"x-team": "****", "authorization": "****"}}
+
+
+def test_relay_opentelemetry_endpoints(tmp_path, monkeypatch):
+    from hermes_otel.config import OTLPTarget, RelayEndpoint
+
+    monkeypatch.setenv("PHOENIX_KEY", "from-env")
+    path = write(
+        tmp_path,
+        """version = 1
+[policy]
+unsupported_value = "warn"
+[[components]]
+kind = "observability"
+[components.config]
+version = 4
+[components.config.opentelemetry]
+enabled = true
+[[components.config.opentelemetry.endpoints]]
+type = "openinference"
+endpoint = "http://otel-collector:6006"
+service_name = "support-bot"
+header_env = { "api-key" = "PHOENIX_KEY" }
+max_queue_size = 100
+[[components.config.opentelemetry.endpoints]]
+type = "gen_ai"
+endpoint = "http://10.0.0.5:4317"
+transport = "grpc"
+[[components.config.opentelemetry.endpoints]]
+type = "everything"
+endpoint = "http://x:4318"
+[components.config.opentelemetry.logs]
+enabled = true
+endpoints = ["http://otel-collector:4318"]
+[components.config.opentelemetry.metrics]
+endpoints = ["http://otel-collector:4318/v1/metrics"]
+export_interval_millis = 5000
+temporality = "delta"
+""",
+    )
+    result = load_settings({}, path)
+    s = result.settings
+    assert s.relay_span_endpoints == (
+        RelayEndpoint("openinference", OTLPTarget("http://otel-collector:6006/v1/traces", "http/protobuf",
+                                                  {"api-key": "from-env"}, 3.0, "none"),
+                      {"service.name": "support-bot"}, 100, 512, 1000),
+        # plain HTTP to a non-loopback collector is allowed: an in-cluster collector is normal
+        RelayEndpoint("gen_ai", OTLPTarget("http://10.0.0.5:4317", "grpc", {}, 3.0, "none")),
+    )
+    assert s.relay_log_targets == (OTLPTarget("http://otel-collector:4318/v1/logs", "http/protobuf", {}, 3.0, "none"),)
+    assert s.relay_metric_targets == (OTLPTarget("http://otel-collector:4318/v1/metrics", "http/protobuf", {}, 3.0, "none"),)
+    assert s.relay_metric_interval_ms == 5000
+    assert [str(p) for p in result.problems] == [
+        f"{path}: components[0].config.opentelemetry.endpoints[2].type: expected full | gen_ai | openinference, found 'everything'",
+        f"{path}: components[0].config.opentelemetry.metrics.temporality: expected cumulative (the temporality hermes-otel exports), found 'delta'",
+    ]
+    assert not result.file_rejected  # rated "warn" here: the rest of the file applies
