@@ -104,6 +104,8 @@ class Settings:
     relay_log_targets: tuple[OTLPTarget, ...] = ()
     relay_metric_targets: tuple[OTLPTarget, ...] = ()
     relay_metric_interval_ms: int = 60000
+    relay_handoff: bool = False
+    relay_component: Mapping[str, Any] | None = None  # the observability component, verbatim, for the hand-off
     source: str | None = None  # the plugins.toml that was applied, if any
 
     def exporting(self, signal: str) -> bool:
@@ -241,6 +243,7 @@ def _validate_observability(comp: dict, where: str, src: str, problems: list[Pro
         problems.append(Problem(src, f"{where}.config", "a table", _describe(config)))
         return {}
     base = f"{where}.config"
+    component = {"kind": "observability", "enabled": True, "config": config}
     if config.get("version", 4) != 4:
         report(f"{base}.version", "4 (the config version NeMo Relay 0.10 reads)", repr(config.get("version")),
                "unsupported_value")
@@ -252,6 +255,7 @@ def _validate_observability(comp: dict, where: str, src: str, problems: list[Pro
     values: dict[str, Any] = {}
     if otel is not None:
         values.update(_validate_relay_otel(otel, f"{base}.opentelemetry", src, problems, report))
+    values["relay.component"] = component
     full = config.get("enable_full_payloads", False)
     if not isinstance(full, bool):
         problems.append(Problem(src, f"{base}.enable_full_payloads", "a boolean", _describe(full)))
@@ -606,6 +610,8 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
         relay_log_targets=values.get("relay.logs", ()),
         relay_metric_targets=values.get("relay.metrics", ()),
         relay_metric_interval_ms=values.get("relay.metrics_interval", 60000),
+        relay_handoff=get("relay_handoff"),
+        relay_component=values.get("relay.component"),
         source=source,
     )
 

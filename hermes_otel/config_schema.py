@@ -66,6 +66,14 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field("console", bool, False, "Also print spans to stderr (debugging only)."),
     Field(
+        "relay_handoff",
+        bool,
+        False,
+        "When the `nemo-relay` package is installed, activate NeMo Relay's runtime with the document's "
+        "`observability` component and replay our spans into it, so Relay's own ATOF, ATIF and OTLP exporters "
+        "run; our ATOF sinks and Relay endpoints then stand down (Relay owns that component).",
+    ),
+    Field(
         "observer_exclude_hooks",
         list,
         [],

@@ -11,6 +11,7 @@ own unbounded at-exit shutdown is disabled and ours runs with a deadline.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
@@ -242,6 +243,16 @@ def _span_exporters(settings: Settings, writers: dict[str, RotatingJsonLinesWrit
     return exporters
 
 
+def _relay_forwarder(settings: Settings):
+    from .exporters.relay_native import RelayForwarder, activate
+
+    activation = activate(settings.relay_component)
+    if activation is None:
+        return None
+    _log.logger.info("hermes-otel: NeMo Relay runtime active; its exporters own the observability component")
+    return RelayForwarder(activation)
+
+
 def _relay_span_processor(endpoint) -> BatchSpanProcessor:
     """One NeMo Relay `[[opentelemetry.endpoints]]` entry: its own exporter, shape and batch settings."""
     from .exporters.shapes import ShapedSpanExporter
@@ -291,18 +302,25 @@ def build(settings: Settings) -> Telemetry:
             )
         )
 
-    for endpoint in settings.relay_span_endpoints:
+    plan = settings  # what we export ourselves; `settings` stays as given (reload compares it)
+    forwarder = safely(_relay_forwarder, settings) if settings.relay_handoff and settings.relay_component else None
+    if forwarder is not None:
+        # Relay's runtime owns the observability component now: its exporters replace ours.
+        tracer_provider.add_span_processor(forwarder)
+        plan = dataclasses.replace(settings, relay_span_endpoints=(), relay_log_targets=(),
+                                   relay_metric_targets=(), atof_sinks=())
+    for endpoint in plan.relay_span_endpoints:
         processor = safely(_relay_span_processor, endpoint)
         if processor is not None:
             tracer_provider.add_span_processor(processor)
-    if settings.atof_sinks:
-        processor = safely(_atof_processor, settings)
+    if plan.atof_sinks:
+        processor = safely(_atof_processor, plan)
         if processor is not None:
             tracer_provider.add_span_processor(processor)
 
     logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     log_exporters: list[LogRecordExporter] = _exporters("logs", settings, writers) if settings.logs_enabled else []
-    log_exporters += [e for t in settings.relay_log_targets if (e := safely(_otlp_exporter, "logs", t)) is not None]
+    log_exporters += [e for t in plan.relay_log_targets if (e := safely(_otlp_exporter, "logs", t)) is not None]
     for exporter in log_exporters:
         logger_provider.add_log_record_processor(
             BatchLogRecordProcessor(
@@ -321,7 +339,7 @@ def build(settings: Settings) -> Telemetry:
         PeriodicExportingMetricReader(exporter, export_interval_millis=settings.metric_export_interval_ms)
         for exporter in metric_exporters
     ]
-    for target in settings.relay_metric_targets:
+    for target in plan.relay_metric_targets:
         exporter = safely(_otlp_exporter, "metrics", target)
         if exporter is not None:
             readers.append(

@@ -7,12 +7,13 @@ hex rather than base64. That is what the Collector's ``otlpjsonfile``
 receiver reads.
 
 Spans and log records are encoded directly from the SDK objects: building
-protobuf messages and rendering them with ``MessageToDict`` costs about ten
-times as much, on a worker thread that holds the GIL while it runs. The direct
-encoders mirror the official encoders in ``opentelemetry-exporter-otlp-proto-
-common`` field for field, including which values they reject (an attribute
-that cannot be encoded is logged and dropped, as there), so their output is
-identical: same keys in the same order, same value types. The protobuf-based
+protobuf messages and rendering them with ``MessageToDict`` costs 8-9 times as
+much, on an exporter thread that holds the GIL while it runs, slowing the
+agent's thread. The direct encoders follow the official ones (the package
+``opentelemetry-exporter-otlp-proto-common``) field for field, including the
+values they reject: an attribute that cannot be encoded is logged and dropped,
+anything else fails the batch with the same exception. Their output is
+identical, down to key order and value types. The protobuf-based
 ``_encode_*_json_reference`` functions stay as the specification the tests
 hold the direct encoders to. Metrics, exported rarely, still take that path.
 """
@@ -254,11 +255,13 @@ def _encode_span(span: ReadableSpan) -> dict[str, Any]:
     parent_id = parent.span_id.to_bytes(8, "big").hex() if parent else None
     name = span.name
     kind = _SPAN_KIND_NUMBERS[span.kind]
-    if _sdk_span_storage(type(span)):
+    try:
+        if not _sdk_span_storage(type(span)):
+            raise AttributeError
         attributes: Any = span._attributes  # noqa: SLF001 - see _sdk_span_storage
         events: Any = span._events  # noqa: SLF001
         links: Any = span._links  # noqa: SLF001
-    else:
+    except AttributeError:  # overridden properties, or an SDK that stores them differently
         attributes, events, links = span.attributes, span.events, span.links
     attributes = _attribute_list(attributes) if attributes else None
     events = [_encode_event(event) for event in events] if events else None
@@ -335,8 +338,9 @@ def _encode_link(link: Any) -> dict[str, Any]:
 
 
 def _encode_log_record(readable: ReadableLogRecord) -> dict[str, Any]:
+    # As in _encode_span: values computed, then checked, in the official
+    # encoder's order; the dict filled in field-number order.
     record = readable.log_record
-    # Computed, then checked, in the official encoder's order (see _encode_span).
     span_id = record.span_id
     span_id = None if span_id == 0 else span_id.to_bytes(8, "big").hex()
     trace_id = record.trace_id
@@ -347,29 +351,36 @@ def _encode_log_record(readable: ReadableLogRecord) -> dict[str, Any]:
     dropped = readable.dropped_attributes
     severity_number = getattr(record.severity_number, "value", None)
 
-    out: dict[str, Any] = {}
-    _put_u64(out, "timeUnixNano", record.timestamp)
-    observed: dict[str, Any] = {}
-    _put_u64(observed, "observedTimeUnixNano", record.observed_timestamp)
-    if flags:
-        flags = _check_uint(flags, _UINT32_LIMIT)
+    time = _proto_u64(record.timestamp)
+    observed_time = _proto_u64(record.observed_timestamp)
+    flags = _check_uint(flags, _UINT32_LIMIT) if flags else 0
     severity_text = _proto_str(record.severity_text)
+    dropped = _check_uint(dropped, _UINT32_LIMIT) if dropped else 0
+    severity_number = _check_int32(severity_number) if severity_number else 0
+    event_name = _proto_str(record.event_name)
+
+    out: dict[str, Any] = {}
+    if time:
+        out["timeUnixNano"] = str(time)
     if severity_number:
-        out["severityNumber"] = _check_int32(severity_number)
+        out["severityNumber"] = severity_number
     if severity_text:
         out["severityText"] = severity_text
     out["body"] = body
     if attributes:
         out["attributes"] = attributes
-    _put_u32(out, "droppedAttributesCount", dropped)
+    if dropped:
+        out["droppedAttributesCount"] = dropped
     if flags:
         out["flags"] = flags
     if trace_id is not None:
         out["traceId"] = trace_id
     if span_id is not None:
         out["spanId"] = span_id
-    out.update(observed)
-    _put_str(out, "eventName", record.event_name)
+    if observed_time:
+        out["observedTimeUnixNano"] = str(observed_time)
+    if event_name:
+        out["eventName"] = event_name
     return out
 
 
@@ -384,11 +395,9 @@ def _attribute_list(attributes: Mapping[Any, Any] | None) -> list[dict[str, Any]
     """KeyValues of ``attributes``, dropping (and logging) what protobuf would reject."""
     if not attributes:
         return []
-    if type(attributes) is BoundedAttributes:
-        # Its items() goes through Python-level __iter__/__getitem__ per key.
-        items = attributes._dict.items()  # noqa: SLF001
-    else:
-        items = attributes.items()
+    raw = getattr(attributes, "_dict", None) if type(attributes) is BoundedAttributes else None
+    # BoundedAttributes.items() calls Python-level __iter__/__getitem__ per key.
+    items = raw.items() if type(raw) is dict else attributes.items()
     key_values: list[dict[str, Any]] = []
     append = key_values.append
     for key, value in items:
@@ -518,6 +527,15 @@ def _put_str(out: dict[str, Any], key: str, value: Any) -> None:
         value = _as_proto_str(value)
         if value:
             out[key] = value
+
+
+def _proto_u64(value: Any) -> int:
+    """A uint64 field's value, 0 when unset; raises what protobuf would."""
+    if value is None:
+        return 0
+    if type(value) is int and 0 <= value < _UINT64_LIMIT:
+        return value
+    return _check_uint(value, _UINT64_LIMIT)
 
 
 def _put_u64(out: dict[str, Any], key: str, value: Any) -> None:

@@ -140,3 +140,50 @@ def test_relay_opentelemetry_endpoints_shape_what_they_receive(llm, monkeypatch,
     chat = next(s for s in oi_spans if s.name == "chat fake-model")
     assert chat.attributes["llm.token_count.total"] == 18 and chat.attributes["session.id"]
     assert {s.resource["openinference.project.name"] for s in oi_spans} == {"svc-openinference"}
+
+
+def test_native_handoff_to_nemo_relay(llm, monkeypatch, tmp_path):
+    pytest.importorskip("nemo_relay")
+    from hermes_cli.plugins import discover_plugins
+
+    from hermes_otel import runtime
+
+    relay_dir = tmp_path / "relay"
+    toml = tmp_path / "plugins.toml"
+    toml.write_text(
+        f"""version = 1
+[[components]]
+kind = "hermes_otel"
+[components.config]
+relay_handoff = true
+[[components]]
+kind = "observability"
+[components.config]
+version = 4
+[components.config.atof]
+enabled = true
+[[components.config.atof.sinks]]
+type = "file"
+output_directory = "{relay_dir}"
+filename = "relay.jsonl"
+mode = "overwrite"
+"""
+    )
+    monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
+    discover_plugins(force=True)
+    forwarder = runtime.current_telemetry().tracer_provider._active_span_processor._span_processors[-1]
+    assert type(forwarder).__name__ == "RelayForwarder" and forwarder.activation is not None
+    llm.push(Reply.tools(ToolCall("terminal", {"command": "echo relay"}, id="call_N")), Reply.text("native"))
+    assert run_agent(llm.base_url, "go")["final_response"] == "native"
+    assert runtime.flush(5)
+    # Relay's own ATOF exporter wrote the run (ours stood down: the file is Relay's).
+    deadline = time.monotonic() + 5
+    path = relay_dir / "relay.jsonl"
+    while (not path.exists() or len(path.read_text().splitlines()) < 8) and time.monotonic() < deadline:
+        forwarder.force_flush(1000)
+        time.sleep(0.1)
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    starts = sorted((e["category"], e["name"]) for e in events if e.get("scope_category") == "start")
+    assert starts == [("agent", "hermes"), ("llm", "custom"), ("llm", "custom"), ("tool", "terminal")]
+    ends = [e for e in events if e.get("scope_category") == "end"]
+    assert sorted(e["uuid"] for e in ends) == sorted(e["uuid"] for e in events if e.get("scope_category") == "start")

@@ -176,3 +176,16 @@ def test_conformance_with_nemo_relay(tmp_path):
                 assert set(e["category_profile"]) == {"tool_call_id"}
             if e["scope_category"] == "end" and e["category"] == "llm":
                 assert e["metadata"]["otel.status_code"] == "OK"
+
+
+def test_relay_activation_failure_is_reported_once(caplog):
+    pytest.importorskip("nemo_relay")
+    import logging
+
+    from hermes_otel.exporters.relay_native import activate
+
+    caplog.set_level(logging.DEBUG, logger="hermes_otel")
+    bad = {"kind": "observability", "enabled": True, "config": {"version": 1}}  # Relay 0.10 rejects version 1
+    assert activate(bad) is None and activate(bad) is None
+    failures = [r for r in caplog.records if "NeMo Relay activation failed" in r.getMessage()]
+    assert [r.levelname for r in failures] == ["WARNING", "DEBUG"]
