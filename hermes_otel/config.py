@@ -136,7 +136,14 @@ class LoadResult:
 
 def hermes_home(env: Mapping[str, str]) -> Path:
     home = env.get("HERMES_HOME", "").strip()
-    return Path(home).expanduser() if home else Path.home() / ".hermes"
+    return _expand(home) if home else Path.home() / ".hermes"
+
+
+def _expand(path: str) -> Path:
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # "~user" that does not exist: use the path as written
+        return Path(path)
 
 
 def find_config_file(env: Mapping[str, str]) -> Path | None:
@@ -144,7 +151,7 @@ def find_config_file(env: Mapping[str, str]) -> Path | None:
     for var in ("HERMES_OTEL_PLUGINS_TOML", "HERMES_NEMO_RELAY_PLUGINS_TOML"):
         value = env.get(var, "").strip()
         if value:
-            return Path(value).expanduser()
+            return _expand(value)
     candidate = hermes_home(env) / "plugins.toml"
     return candidate if candidate.exists() else None
 
@@ -294,7 +301,7 @@ def _validate_observability(comp: dict, where: str, src: str, problems: list[Pro
             problems.append(Problem(src, f"{path}.{required}", "a string", "nothing"))
             ok = False
         if ok:
-            parsed.append(dict(sink))
+            parsed.append({k: v for k, v in sink.items() if k in spec})  # unknown keys were reported
     values["atof.sinks"] = tuple(parsed)
     return values
 
@@ -469,8 +476,12 @@ def _check(spec, value: Any) -> tuple[str, str, str] | None:
         return "an array of strings", _describe(value), "type"
     if spec.choices and value not in spec.choices:
         return " | ".join(spec.choices), repr(value), "value"
+    if isinstance(value, float) and value != value:
+        return "a number", "NaN", "value"
     if spec.minimum is not None and value < spec.minimum:
         return f"a number >= {spec.minimum:g}", repr(value), "value"
+    if spec.maximum is not None and value > spec.maximum:
+        return f"a number <= {spec.maximum:g}", repr(value), "value"
     return None
 
 
@@ -493,15 +504,17 @@ def _truthy(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
-def parse_headers(raw: str) -> dict[str, str]:
-    """`k1=v1,k2=v2` (W3C baggage-like, values URL-encoded) as OTEL_*_HEADERS define it."""
+def parse_headers(raw: str, lower: bool = True) -> dict[str, str]:
+    """`k1=v1,k2=v2` (W3C baggage-like, values URL-encoded) as OTEL_*_HEADERS and
+    OTEL_RESOURCE_ATTRIBUTES define it; header names are case-insensitive, attribute keys are not."""
     headers = {}
     for item in raw.split(","):
         if "=" not in item:
             continue
         key, value = item.split("=", 1)
         if key.strip():
-            headers[urllib.parse.unquote(key.strip()).lower()] = urllib.parse.unquote(value.strip())
+            name = urllib.parse.unquote(key.strip())
+            headers[name.lower() if lower else name] = urllib.parse.unquote(value.strip())
     return headers
 
 
@@ -532,7 +545,7 @@ def _parse_env(spec, raw: str) -> Any:
         legacy = {"true": "SPAN_AND_EVENT", "false": "NO_CONTENT"}
         return legacy.get(raw.lower(), raw.upper())
     if spec.key == "resource_attributes":
-        return parse_headers(raw) if raw else {}
+        return parse_headers(raw, lower=False) if raw else {}
     if spec.type is dict:
         return parse_headers(raw)
     if spec.type is int:
@@ -580,7 +593,7 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
     else:
         file_signals = frozenset(SIGNALS) if file_enabled else frozenset()
     directory = get("file.directory")
-    file_dir = Path(directory).expanduser() if directory else hermes_home(env) / "otel"
+    file_dir = _expand(directory) if directory else hermes_home(env) / "otel"
     return Settings(
         enabled=values.get("enabled", True),
         service_name=get("service_name"),

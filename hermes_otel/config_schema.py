@@ -44,6 +44,7 @@ class Field:
     env: str | None = None
     choices: tuple[str, ...] | None = None
     minimum: float | None = None
+    maximum: float | None = None
     secret: bool = False
 
 
@@ -166,7 +167,10 @@ FIELDS: tuple[Field, ...] = (
         env="OTEL_TRACES_SAMPLER",
         choices=SAMPLERS,
     ),
-    Field("sampler.arg", float, 1.0, "Sampler ratio for `*traceidratio`.", env="OTEL_TRACES_SAMPLER_ARG", minimum=0),
+    Field(
+        "sampler.arg", float, 1.0, "Sampler ratio for `*traceidratio`.", env="OTEL_TRACES_SAMPLER_ARG",
+        minimum=0, maximum=1,
+    ),
     Field(
         "metrics.export_interval_millis",
         int,

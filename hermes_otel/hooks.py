@@ -7,6 +7,7 @@ inject context, block a tool or change a result.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Iterable
 
 from . import runtime
@@ -33,9 +34,10 @@ def _callback(name: str) -> Callable[..., None]:
         if bridge is not None:
             safely(bridge.on_hook, name, payload)
         if name in _SESSION_END:
-            # The real end of a session (CLI exit, gateway expiry): a bounded
-            # flush so nothing waits in a queue if the process is about to go.
-            safely(runtime.flush)
+            # The real end of a session (CLI exit, gateway /new or expiry): start a
+            # bounded flush in the background. The gateway fires this on its event
+            # loop, so we never wait here; process exit has its own bounded flush.
+            threading.Thread(target=safely, args=(runtime.flush,), name="hermes-otel-session-flush", daemon=True).start()
         return None
 
     on_hook.__name__ = on_hook.__qualname__ = f"hermes_otel_{name}"

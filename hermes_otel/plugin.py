@@ -9,6 +9,8 @@ internal fault is reported once and the agent runs on.
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 from . import _log, runtime
@@ -30,7 +32,11 @@ def register(ctx: Any) -> None:
 def _register(ctx: Any) -> None:
     global _last_mode
     _log.reset()  # a reload makes once-reported problems visible again
-    result = load_settings()
+    try:
+        result = load_settings()
+    except Exception as exc:  # noqa: BLE001 - an unforeseen config shape: defaults, and say so
+        _log.logger.error("hermes-otel: configuration could not be read (%s: %s); using defaults", type(exc).__name__, exc)
+        result = load_settings(env={k: v for k, v in os.environ.items() if k == "HERMES_HOME"}, path=Path(os.devnull))
     message = result.message()
     if message:
         level = logging.ERROR if result.file_rejected else logging.WARNING
@@ -39,7 +45,7 @@ def _register(ctx: Any) -> None:
     tracker = runtime.configure(result.settings)
     if tracker is None:
         mode = "disabled"
-    elif (instrumentor := HermesInstrumentor(runtime.current_tracker)).instrument():
+    elif (instrumentor := HermesInstrumentor(runtime.current_tracker, runtime.stop_tracing)).instrument():
         mode = "instrumented"
         instrumentor.adopt_registered(getattr(ctx, "_manager", None))
     else:

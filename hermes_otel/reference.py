@@ -79,6 +79,8 @@ def configuration_markdown() -> str:
             doc += " One of " + ", ".join(f"`{c}`" for c in field.choices) + "."
         if field.minimum is not None:
             doc += f" At least {field.minimum:g}."
+        if field.maximum is not None:
+            doc += f" At most {field.maximum:g}."
         if field.secret:
             doc += " Values are never logged or shown (`doctor` masks them)."
         out.append(f"| `{field.key}` | {kind} | {default} | {env} | {doc} |")

@@ -97,6 +97,16 @@ def configure(settings: Settings) -> Tracker | None:
         return _state.tracker
 
 
+def stop_tracing() -> None:
+    """Our plugin is no longer loaded (a reload dropped it): end what is open, trace nothing more."""
+    with _lock:
+        tracker = _state.tracker
+        _retire(_state.telemetry)
+        _state.telemetry, _state.tracker, _state.bridge = None, None, None
+    if tracker is not None:
+        tracker.end_all("plugin_unloaded")
+
+
 def _replace_tracker(old: Tracker | None, new: telemetry.Telemetry) -> Tracker:
     capture = content.on_spans(new.settings.capture_content) or new.settings.atof_full_payloads
     tracker = Tracker(new.tracer, new.meter, capture_on_spans=capture)
@@ -136,7 +146,11 @@ def shutdown() -> None:
     budget = live.settings.flush_timeout_s if live is not None else 2.0
     deadline = time.monotonic() + budget
     for item in [live, *retired]:  # one shared budget, not one per provider set
-        if item is not None and not item.shutdown(max(deadline - time.monotonic(), 0.001)) and not health.any_failing():
+        if (
+            item is not None
+            and not item.shutdown(max(deadline - time.monotonic(), 0.001))
+            and not health.any_failing(item.endpoints)
+        ):
             _log.once(
                 "shutdown-timeout",
                 "hermes-otel: export did not finish within %.1fs at exit; unsent telemetry was dropped",

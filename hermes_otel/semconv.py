@@ -431,3 +431,37 @@ def subagent_attributes(payload: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(goal, str):
         attrs[SUBAGENT_GOAL_CHARS] = len(goal)
     return attrs
+
+
+def record_error(span: Any, error: BaseException) -> None:
+    """Status ERROR, `error.type`, and an `exception` event, with the text redacted and capped.
+
+    The SDK's `record_exception` would export the raw message and stack
+    trace; provider and tool errors can carry credentials, so we build the
+    event ourselves from redacted text.
+    """
+    import traceback
+
+    from .content import redact_text
+
+    try:
+        message = redact_text(str(error), 1024)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails
+        message = f"<unprintable {type(error).__name__}>"
+    try:
+        stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:  # noqa: BLE001
+        stack = ""
+    span.set_attributes(error_attributes(error))
+    span.add_event(
+        "exception",
+        {
+            "exception.type": type(error).__name__,
+            "exception.message": message,
+            "exception.stacktrace": redact_text(stack, 8192),
+            "exception.escaped": True,
+        },
+    )
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {message}"[:512]))

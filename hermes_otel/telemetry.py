@@ -160,14 +160,22 @@ class Telemetry:
     def logger(self):
         return self.logger_provider.get_logger(SCOPE, __version__)
 
+    @property
+    def endpoints(self) -> frozenset[str]:
+        """The network endpoints this pipeline exports to (whose health decides how long we wait)."""
+        s = self.settings
+        targets = [*s.otlp.values(), *(e.target for e in s.relay_span_endpoints), *s.relay_log_targets,
+                   *s.relay_metric_targets]
+        return frozenset(t.endpoint for t in targets)
+
     def force_flush(self, timeout_s: float) -> bool:
         """Flush all signals; returns False when the deadline passed first."""
-        return _within(timeout_s, self._flush_all)
+        return _within(timeout_s, self._flush_all, self.endpoints)
 
     def shutdown(self, timeout_s: float) -> bool:
         if not self.owned:
             return self.force_flush(timeout_s)
-        return _within(timeout_s, self._shutdown_all)
+        return _within(timeout_s, self._shutdown_all, self.endpoints)
 
     def _flush_all(self, timeout_ms: int) -> None:
         self.tracer_provider.force_flush(timeout_ms)
@@ -180,7 +188,7 @@ class Telemetry:
         self.meter_provider.shutdown(timeout_millis=timeout_ms)
 
 
-def _within(timeout_s: float, work) -> bool:
+def _within(timeout_s: float, work, endpoints: frozenset[str] | None = None) -> bool:
     """Run `work` on a daemon thread and wait at most `timeout_s` for it.
 
     A hung collector can keep an exporter busy far beyond our budget; the
@@ -191,7 +199,7 @@ def _within(timeout_s: float, work) -> bool:
     timeout_ms = max(int(timeout_s * 1000), 1)
     done = threading.Event()
     started = time.monotonic()
-    if health.any_failing():
+    if health.any_failing(endpoints):
         timeout_s = min(timeout_s, 0.05)
 
     def run() -> None:
@@ -205,7 +213,7 @@ def _within(timeout_s: float, work) -> bool:
     threading.Thread(target=run, name="hermes-otel-flush", daemon=True).start()
     deadline = started + timeout_s
     while not done.wait(min(0.01, max(deadline - time.monotonic(), 0))):
-        if time.monotonic() >= deadline or health.failing_since(started):
+        if time.monotonic() >= deadline or health.failing_since(started, endpoints):
             return False
     return True
 

@@ -50,6 +50,7 @@ class Call:
     call_id: str = ""
     end_ns: int | None = None  # set when the call returned but its outcome hook has not arrived
     outcome_seen: bool = False
+    ended: bool = False
 
 
 class Tracker:
@@ -78,7 +79,8 @@ class Tracker:
         self._failed_chats: OrderedDict[str, Call] = OrderedDict()  # api_request_id -> failed attempt awaiting api_request_error
         self._approvals: OrderedDict[str, Call] = OrderedDict()  # tool_call_id or turn_id -> open approval wait
         self._subagents: OrderedDict[str, Call] = OrderedDict()  # child session id -> open subagent span
-        self._denied: OrderedDict[str, str] = OrderedDict()  # tool_call_id -> approval choice that blocked it
+        self._denied: OrderedDict[str, str] = OrderedDict()  # tool key -> approval choice that blocked it
+        self._ended: OrderedDict[str, trace.SpanContext] = OrderedDict()  # recently ended turn -> its root
         self._sessions: OrderedDict[str, float] = OrderedDict()  # session id -> last activity (monotonic)
         self._turn_ttl_s = turn_ttl_s
         self._session_ttl_s = session_ttl_s
@@ -87,7 +89,7 @@ class Tracker:
     # -- request middleware ----------------------------------------------------
 
     def request_pass_done(self, kind: str, context: Mapping[str, Any], events: list[RequestEvent]) -> None:
-        key = context.get("api_request_id" if kind == LLM_REQUEST else "tool_call_id")
+        key = context.get("api_request_id") if kind == LLM_REQUEST else _tool_key(context)
         if not isinstance(key, str) or not key:
             return
         with self._lock:
@@ -113,6 +115,12 @@ class Tracker:
             existing = self._turns.get(turn_id)
             if existing is not None:
                 return existing
+            ended = self._ended.get(turn_id)
+            if ended is not None:
+                # A late event of a finished turn (an abandoned tool worker, ...): parent it in the
+                # turn's trace, but never reopen the turn.
+                root = trace.NonRecordingSpan(ended)
+                return Turn(root, trace.set_span_in_context(root), _s(session_id))
             session = session_id if isinstance(session_id, str) else ""
             previous = self._last_root.get(session) if session else None
             links = [Link(previous, {"hermes.link.type": "previous_turn"})] if previous else None
@@ -184,10 +192,19 @@ class Tracker:
             turn = self._turns.pop(turn_id, None)
             leftovers = [c for c in self._tools.values() if c.turn_id == turn_id]
             failed = [c for c in self._failed_chats.values() if c.turn_id == turn_id]
+            waits = [k for k, c in self._approvals.items() if c.turn_id == turn_id]
+            approvals = [self._approvals.pop(k) for k in waits]
+            if turn is not None:
+                self._ended[turn_id] = turn.span.get_span_context()
+                while len(self._ended) > self._max_turns:
+                    self._ended.popitem(last=False)
         for call in leftovers:
             self._end_tool(call)
         for call in failed:
             self._end_failed_chat(call)
+        for call in approvals:  # a decision that never came (e.g. the notification failed)
+            call.span.set_attribute(sc.APPROVAL_CHOICE, "undecided")
+            call.span.end()
         if turn is None:
             return
         span = turn.span
@@ -227,7 +244,8 @@ class Tracker:
 
     def adopt(self, other: "Tracker") -> None:
         """Take over another tracker's open state (configuration reload)."""
-        names = ("_turns", "_last_root", "_tools", "_pending", "_failed_chats", "_approvals", "_subagents", "_sessions")
+        names = ("_turns", "_last_root", "_tools", "_pending", "_failed_chats", "_approvals", "_subagents", "_sessions",
+                 "_denied", "_ended")
         with other._lock:
             taken = {name: getattr(other, name) for name in names}
             for name in names:
@@ -317,31 +335,31 @@ class Tracker:
     # -- approvals and subagents -------------------------------------------------
 
     def approval_requested(self, payload: Mapping[str, Any]) -> None:
-        key = payload.get("tool_call_id") or payload.get("turn_id")
-        if not isinstance(key, str) or not key:
+        key = _tool_key(payload) or _s(payload.get("turn_id"))
+        if not key:
             return
         with self._lock:
-            tool = self._tools.get(_s(payload.get("tool_call_id")))
+            tool = self._find_tool(payload)
             turn = self._turns.get(_s(payload.get("turn_id")))
         parent = trace.set_span_in_context(tool.span) if tool else (turn.context if turn else None)
         span = self._tracer.start_span(
             "approval", context=parent, kind=SpanKind.INTERNAL, attributes=sc.approval_attributes(payload)
         )
         with self._lock:
-            self._approvals[key] = Call(span, time.monotonic(), {})
+            self._approvals[key] = Call(span, time.monotonic(), {}, turn_id=_s(payload.get("turn_id")))
             while len(self._approvals) > self._max_turns:
                 self._approvals.popitem(last=False)[1].span.end()
 
     def approval_decided(self, payload: Mapping[str, Any]) -> str | None:
-        key = payload.get("tool_call_id") or payload.get("turn_id")
+        key = _tool_key(payload) or _s(payload.get("turn_id"))
         with self._lock:
-            call = self._approvals.pop(key, None) if isinstance(key, str) else None
+            call = self._approvals.pop(key, None) if key else None
         choice = payload.get("choice")
         denied = isinstance(choice, str) and choice in ("deny", "timeout", "smart_deny")
-        tool_call_id = payload.get("tool_call_id")
-        if denied and isinstance(tool_call_id, str) and tool_call_id:
+        tool_key = _tool_key(payload)
+        if denied and tool_key:
             with self._lock:
-                self._denied[tool_call_id] = choice
+                self._denied[tool_key] = choice
                 while len(self._denied) > self._max_turns:
                     self._denied.popitem(last=False)
         if call is not None:
@@ -387,10 +405,21 @@ class Tracker:
             call.span.set_status(Status(StatusCode.ERROR, status))
         call.span.end()
 
+    def _find_tool(self, payload: Mapping[str, Any]) -> Call | None:
+        """The open tool call of a payload (caller holds the lock); by (turn, id), else by id alone."""
+        key = _tool_key(payload)
+        if not key:
+            return None
+        call = self._tools.get(key)
+        if call is None and not _s(payload.get("turn_id")):
+            call_id = _s(payload.get("tool_call_id"))
+            call = next((c for c in reversed(self._tools.values()) if c.call_id.endswith("\x1f" + call_id)), None)
+        return call
+
     def span_for(self, payload: Mapping[str, Any]) -> Span | None:
         """The span an observer payload belongs to (for log correlation): tool, then turn."""
         with self._lock:
-            call = self._tools.get(_s(payload.get("tool_call_id")))
+            call = self._find_tool(payload)
             turn = self._turns.get(_s(payload.get("turn_id")))
         if call is not None:
             return call.span
@@ -414,7 +443,7 @@ class Tracker:
             time.monotonic(),
             {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs},
             turn_id=_s(context.get("turn_id")),
-            call_id=_s(context.get("tool_call_id")),
+            call_id=_tool_key(context),
         )
         self._attach_request_events(span, TOOL_REQUEST, call.call_id)
         call_id = call.call_id
@@ -434,14 +463,18 @@ class Tracker:
         with its end time already fixed) or for a call that never ran (blocked
         before execution: a span is made for it so the block is visible).
         """
-        call_id = payload.get("tool_call_id")
+        key = _tool_key(payload)
         with self._lock:
-            call = self._tools.get(call_id) if isinstance(call_id, str) and call_id else None
+            call = self._find_tool(payload)
+        if call is not None and call.ended:
+            return  # already ended (late duplicate): nothing to add
         if call is None:
+            if _s(payload.get("turn_id")) in self._ended:
+                return  # a late verdict for a finished turn: the log record keeps it
             call = self._instant_tool(payload)
         status = payload.get("status")
         with self._lock:
-            denied_by = self._denied.pop(call_id, None) if isinstance(call_id, str) else None
+            denied_by = self._denied.pop(key, None) if key else None
         if denied_by is not None:
             # Hermes reports a denied command as a tool error; it is a block, by approval.
             payload = {**payload, "status": "blocked", "error_type": "approval_denied",
@@ -454,7 +487,8 @@ class Tracker:
                 call.span.set_attribute(sc.ERROR_TYPE, error_type if isinstance(error_type, str) and error_type else status)
                 call.metric_attrs[sc.ERROR_TYPE] = status
                 message = payload.get("error_message")
-                call.span.set_status(Status(StatusCode.ERROR, message if isinstance(message, str) else status))
+                text = content.redact_text(message, 256) if isinstance(message, str) else status
+                call.span.set_status(Status(StatusCode.ERROR, text))
         call.outcome_seen = True
         if call.end_ns is not None:
             self._end_tool(call)
@@ -472,7 +506,7 @@ class Tracker:
             attributes=attrs,
             start_time=start,
         )
-        self._attach_request_events(span, TOOL_REQUEST, payload.get("tool_call_id"))
+        self._attach_request_events(span, TOOL_REQUEST, _tool_key(payload))
         metric_attrs = {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs}
         return Call(span, time.monotonic(), metric_attrs, end_ns=now)
 
@@ -490,6 +524,9 @@ class Tracker:
         with self._lock:
             if call.call_id and self._tools.get(call.call_id) is call:
                 del self._tools[call.call_id]
+            if call.ended:
+                return
+            call.ended = True
         call.span.end(end_time=call.end_ns)
         if self._metrics is not None:
             ended = (call.end_ns or time.time_ns()) / 1e9
@@ -501,15 +538,19 @@ def _wall(monotonic_start: float) -> float:
     return time.time() - (time.monotonic() - monotonic_start)
 
 
+def _tool_key(payload: Mapping[str, Any]) -> str:
+    """Tool calls are keyed by (turn, call id): ids can repeat across sessions (e.g. Codex derives them
+    from the tool name and arguments), turns cannot."""
+    call_id = _s(payload.get("tool_call_id"))
+    return f"{_s(payload.get('turn_id'))}\x1f{call_id}" if call_id else ""
+
+
 def _s(value: Any) -> str:
     """An id usable as a key: hostile payloads may carry lists, None or objects there."""
     return value if isinstance(value, str) else ""
 
 
-def _record_error(span: Span, error: BaseException) -> None:
-    span.set_attributes(sc.error_attributes(error))
-    span.record_exception(error, escaped=True)
-    span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:512]))
+_record_error = sc.record_error
 
 
 class _Instruments:

@@ -392,6 +392,8 @@ class AtofSpanProcessor(SpanProcessor):
             tuple(span.events) if phase == "end" else (),
         )
         with self._cond:
+            if self._stop:
+                return  # shut down: a retired provider's late spans have nowhere to go
             if len(self._pending) >= self.MAX_PENDING:
                 health.dropped["atof"] += 1
                 return
@@ -408,6 +410,8 @@ class AtofSpanProcessor(SpanProcessor):
                     self._cond.wait(0.5)
                 if not self._pending and self._stop:
                     self._idle.set()
+                    for sink in self._sinks:  # closed here, by the only writer, never under it
+                        sink.close()
                     return
                 batch = list(self._pending)
                 self._pending.clear()
@@ -440,5 +444,4 @@ class AtofSpanProcessor(SpanProcessor):
         with self._cond:
             self._stop = True
             self._cond.notify()
-        for sink in self._sinks:
-            sink.close()
+        self._thread.join(2.0)

@@ -68,14 +68,19 @@ def _module(name: str):
 
 
 class ContextThread(threading.Thread):
-    """A Thread that runs in a copy of its creator's context (contextvars, so the OTel context)."""
+    """A Thread that runs under its creator's OpenTelemetry context (and nothing else of it:
+    Hermes deliberately keeps its other contextvars out of these threads)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._hermes_otel_context = contextvars.copy_context()
+        self._hermes_otel_context = otel_context.get_current()
 
     def run(self) -> None:
-        self._hermes_otel_context.run(super().run)
+        token = otel_context.attach(self._hermes_otel_context)
+        try:
+            super().run()
+        finally:
+            otel_context.detach(token)
 
 
 class _ThreadingWithContext(wrapt.ObjectProxy):
@@ -87,8 +92,9 @@ class _ThreadingWithContext(wrapt.ObjectProxy):
 class HermesInstrumentor:
     """Idempotent `instrument()` / `uninstrument()` of Hermes's middleware machinery."""
 
-    def __init__(self, tracker: TrackerSource) -> None:
+    def __init__(self, tracker: TrackerSource, on_unloaded: Callable[[], None] | None = None) -> None:
         self._tracker = tracker
+        self._on_unloaded = on_unloaded
 
     @staticmethod
     def available() -> bool:
@@ -119,6 +125,8 @@ class HermesInstrumentor:
         plugins = _module(PLUGINS)
         if plugins is not None and callable(getattr(getattr(plugins, "PluginContext", None), "register_middleware", None)):
             wrappers.append((PLUGINS, "PluginContext.register_middleware", self._wrap_register))
+        if plugins is not None and callable(getattr(getattr(plugins, "PluginManager", None), "discover_and_load", None)):
+            wrappers.append((PLUGINS, "PluginManager.discover_and_load", self._wrap_discover))
         for module, name, wrapper in wrappers:
             wrapt.wrap_function_wrapper(module, name, wrapper)
             _set_mark(module, name)
@@ -131,7 +139,7 @@ class HermesInstrumentor:
     def uninstrument() -> None:
         for module_name, names in (
             (MODULE, (LLM_RUNNER, TOOL_RUNNER, CHAIN, *APPLY)),
-            (PLUGINS, ("PluginContext.register_middleware",)),
+            (PLUGINS, ("PluginContext.register_middleware", "PluginManager.discover_and_load")),
         ):
             module = _module(module_name)
             if module is None:
@@ -232,6 +240,16 @@ class HermesInstrumentor:
         if kind in contract.REQUEST_KINDS and callable(callback):
             return wrapped(kind, self._proxy(kind, callback, plugin))
         return wrapped(*args, **kwargs)
+
+    def _wrap_discover(self, wrapped, instance, args, kwargs):
+        result = wrapped(*args, **kwargs)
+        # A re-discovery that no longer loads us (disabled, removed) leaves our wrappers in place:
+        # without our hooks no turn would ever end, so stop tracing until we are registered again.
+        hooks = getattr(instance, "_hooks", {})
+        ours = any(getattr(cb, "__name__", "").startswith("hermes_otel_") for cbs in hooks.values() for cb in cbs)
+        if not ours and self._on_unloaded is not None:
+            safely(self._on_unloaded)
+        return result
 
     def _proxy(self, kind: str, callback: Callable[..., Any], plugin: str) -> Callable[..., Any]:
         if getattr(callback, "_hermes_otel_request_proxy", False):

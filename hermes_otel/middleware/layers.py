@@ -266,10 +266,7 @@ def _watch(downstream: Callable[..., Any], state: _LayerState) -> Callable[..., 
     return next_call
 
 
-def _record_error(span: Span, exc: BaseException) -> None:
-    span.set_attributes(sc.error_attributes(exc))
-    span.record_exception(exc, escaped=True)
-    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
+_record_error = sc.record_error
 
 
 # -- request middleware: collected per pass, attached to the call's span -------

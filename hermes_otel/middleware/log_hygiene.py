@@ -42,6 +42,13 @@ class MiddlewareWarningFilter(logging.Filter):
             self._seen.clear()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        # Runs inside Hermes's own `except` blocks: it must never raise.
+        try:
+            return self._filter(record)
+        except Exception:  # noqa: BLE001 - e.g. an exception whose __str__ fails
+            return True
+
+    def _filter(self, record: logging.LogRecord) -> bool:
         if not self.enabled or record.levelno != logging.WARNING:
             return True
         if not isinstance(record.msg, str) or not record.msg.startswith(_PREFIX):

@@ -150,7 +150,11 @@ def test_unknown_component_policy_and_relay_kinds_are_known(tmp_path):
         '[[components]]\nkind = "mystery"\n',
     )
     values, problems = read_component(path)
-    assert values == {"atof.full_payloads": False, "atof.sinks": ()}
+    assert values == {
+        "atof.full_payloads": False,
+        "atof.sinks": (),
+        "relay.component": {"kind": "observability", "enabled": True, "config": {"version": 4}},
+    }
     assert problems == [Problem(str(path), "components[1].kind", "a known component kind", "'mystery'", False)]
 
 
@@ -301,3 +305,19 @@ temporality = "delta"
         f"{path}: components[0].config.opentelemetry.metrics.temporality: expected cumulative (the temporality hermes-otel exports), found 'delta'",
     ]
     assert not result.file_rejected  # rated "warn" here: the rest of the file applies
+
+
+def test_edge_values_are_reported_not_raised(tmp_path):
+    assert [str(p) for p in load_settings({"OTEL_TRACES_SAMPLER_ARG": "1.5"}).problems] == [
+        "OTEL_TRACES_SAMPLER_ARG: expected a number <= 1, found 1.5"
+    ]
+    assert load_settings({"OTEL_TRACES_SAMPLER_ARG": "nan"}).settings.sampler_arg == 1.0
+    assert load_settings({"HERMES_HOME": "~no-such-user-here/x"}).settings.file_directory.name == "otel"
+    path = write(
+        tmp_path,
+        'version = 1\n[[components]]\nkind = "observability"\n[components.config]\nversion = 4\n'
+        '[[components.config.atof.sinks]]\ntype = "file"\noutput_directory = "/tmp/a"\ncolour = "blue"\n',
+    )
+    result = load_settings({}, path)  # an unknown sink key is reported and dropped; the sink still works
+    assert result.settings.atof_sinks[0].output_directory == "/tmp/a"
+    assert [p.key for p in result.problems] == ["components[0].config.atof.sinks[0].colour"]
