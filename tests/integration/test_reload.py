@@ -37,3 +37,22 @@ def test_rediscovery_reuses_the_pipeline_and_applies_changes(traced, llm, receiv
     spans = receiver.wait_for_spans(lambda s: any(x.name == "invoke_agent hermes" for x in s), timeout=10)
     assert {s.resource["service.name"] for s in spans} == {"renamed-agent"}
     assert sorted(s.name for s in spans) == ["chat fake-model", "invoke_agent hermes"]
+
+
+def test_a_reload_that_drops_the_plugin_stops_tracing(traced, llm, receiver):
+    from hermes_cli.plugins import discover_plugins
+
+    from tests.harness.hermes import write_home
+
+    runtime = traced
+    home = __import__("os").environ["HERMES_HOME"]
+    write_home(__import__("pathlib").Path(home), llm.base_url, enable=False)
+    try:
+        discover_plugins(force=True)
+        assert runtime.current_tracker() is None  # no hooks would end turns: trace nothing
+        llm.push(Reply.text("untraced"))
+        assert run_agent(llm.base_url, "hi")["final_response"] == "untraced"
+    finally:
+        write_home(__import__("pathlib").Path(home), llm.base_url)
+        discover_plugins(force=True)
+    assert runtime.current_tracker() is not None

@@ -149,3 +149,17 @@ def test_unknown_kind_and_non_callable_are_rejected_clearly():
     with pytest.raises(TypeError, match="must be callable"):
         runner.register("llm_request", "not a function")
     assert runner.run_execution("llm_execution", {"x": 1}, lambda r: r) == {"x": 1}
+
+
+def test_hermes_warning_filter_never_raises():
+    import logging
+
+    from hermes_otel.middleware.log_hygiene import MiddlewareWarningFilter
+
+    class NoStr(Exception):
+        def __str__(self):
+            raise ValueError("no str for you")
+
+    record = logging.LogRecord("hermes_cli.middleware", logging.WARNING, __file__, 1,
+                               "Middleware '%s' callback %s raised: %s", ("llm_execution", "cb", NoStr()), None)
+    assert MiddlewareWarningFilter().filter(record) is True  # inside Hermes's except block: must not raise

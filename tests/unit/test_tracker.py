@@ -149,3 +149,49 @@ def test_calls_without_a_turn_still_get_spans(env):
     (span,) = exporter.get_finished_spans()
     assert span.name == "chat" and span.parent is None
     assert tracker.turn(None, None, {}) is None
+
+
+def test_error_text_is_redacted_everywhere(env):
+    tracker, exporter, _ = env
+    call = tracker.start_chat({"model": "m"}, ctx(api_request_id=f"{TURN}:api:9"))
+    tracker.finish_chat(call, error=RuntimeError("401: bad key sk-live-ABCDEFGHIJKLMNOPQRSTUV (Bearer abcdefghijklmnop)"))
+    tool = tracker.start_tool("terminal", ctx(tool_call_id="c9"))
+    tracker.finish_tool(tool, ctx(tool_call_id="c9"))
+    tracker.tool_outcome(ctx(tool_call_id="c9", status="error", error_message="curl -H 'Authorization: Bearer ghp_" + "a" * 36 + "'"))
+    tracker.end_turn(TURN, {"completed": True})
+    text = repr([(s.status.description, [(e.name, dict(e.attributes)) for e in s.events]) for s in exporter.get_finished_spans()])
+    assert "sk-live-ABCDEFGHIJKLMNOPQRSTUV" not in text and "abcdefghijklmnop" not in text and "ghp_" not in text
+    assert "<redacted>" in text
+
+
+def test_late_events_never_reopen_a_finished_turn(env):
+    tracker, exporter, _ = env
+    tracker.turn(TURN, SESSION, ctx())
+    tracker.end_turn(TURN, {"completed": True, "interrupted": True})
+    # An abandoned worker reports after on_session_end: no zombie root, no duplicate span.
+    tracker.tool_outcome(ctx(tool_call_id="late", status="ok"))
+    late = tracker.start_tool("terminal", ctx(tool_call_id="late2"))
+    tracker.finish_tool(late, ctx(tool_call_id="late2"))
+    tracker.end_turn(TURN, {})
+    assert tracker.open_turns() == 0
+    roots = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent hermes"]
+    assert len(roots) == 1
+    late_span = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool terminal")
+    assert late_span.context.trace_id == roots[0].context.trace_id  # still in the turn's trace
+    assert late_span.parent.span_id == roots[0].context.span_id
+
+
+def test_same_tool_call_id_in_two_sessions_stays_apart(env):
+    tracker, exporter, _ = env
+    a = {"session_id": "A", "turn_id": "A:t:1"}
+    b = {"session_id": "B", "turn_id": "B:t:1"}
+    ta = tracker.start_tool("terminal", {**a, "tool_call_id": "call_same"})
+    tb = tracker.start_tool("terminal", {**b, "tool_call_id": "call_same"})
+    tracker.tool_outcome({**a, "tool_call_id": "call_same", "status": "error", "error_type": "exit_1"})
+    tracker.tool_outcome({**b, "tool_call_id": "call_same", "status": "ok"})
+    tracker.finish_tool(ta, {**a, "tool_call_id": "call_same"})
+    tracker.finish_tool(tb, {**b, "tool_call_id": "call_same"})
+    spans = {s.attributes["hermes.turn.id"]: s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")}
+    assert len([s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]) == 2
+    assert spans["A:t:1"].attributes["hermes.tool.status"] == "error"
+    assert spans["B:t:1"].attributes["hermes.tool.status"] == "ok"
