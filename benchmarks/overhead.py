@@ -72,14 +72,16 @@ def _per_call(fn, calls: int) -> float:
 
 
 def measure(name: str, fn, live_tracker) -> dict:
+    """Alternate rounds: plugin live, then off (no tracker, no bridge: every wrapper and hook passes through)."""
     on, off = [], []
+    live_bridge = runtime._state.bridge
     for _ in range(ROUNDS):
-        runtime._state.tracker = live_tracker
+        runtime._state.tracker, runtime._state.bridge = live_tracker, live_bridge
         on.append(_per_call(fn, CALLS))
         live_tracker.end_turn("s:t:bench", {"completed": True})
-        runtime._state.tracker = None
+        runtime._state.tracker, runtime._state.bridge = None, None
         off.append(_per_call(fn, CALLS))
-    runtime._state.tracker = live_tracker
+    runtime._state.tracker, runtime._state.bridge = live_tracker, live_bridge
     added = [a - b for a, b in zip(on, off)]
     return {
         "case": name,

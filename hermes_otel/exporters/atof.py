@@ -31,6 +31,7 @@ from .. import _log
 from .. import semconv as sc
 from ..middleware import layers as mw
 from .health import health
+from .worker import QueueWorker
 
 ATOF_VERSION = "0.1"
 
@@ -363,77 +364,42 @@ class StreamSink:
 class AtofSpanProcessor(SpanProcessor):
     """Span start/end -> ATOF events, built and written on a worker thread."""
 
-    MAX_PENDING = 20_000
-
     def __init__(self, sinks: Sequence[FileSink | StreamSink], full_payloads: bool = False) -> None:
         self._sinks = list(sinks)
         self._builder = EventBuilder(full_payloads)
-        self._pending: deque[_Snapshot] = deque()
-        self._cond = threading.Condition()
-        self._stop = False
-        self._idle = threading.Event()
-        self._idle.set()
-        self._thread = threading.Thread(target=self._run, name="hermes-otel-atof", daemon=True)
-        self._thread.start()
+        # The worker is the only writer to the sinks, so it also closes them.
+        self._worker = QueueWorker("hermes-otel-atof", self._write, signal="atof", on_exit=self._close_sinks)
 
     # agent's thread: snapshot and enqueue only
     def on_start(self, span: ReadableSpan, parent_context: Any = None) -> None:
-        self._enqueue("start", span, span.start_time or time.time_ns())
+        self._worker.submit(_snapshot("start", span, span.start_time or time.time_ns()))
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._enqueue("end", span, span.end_time or time.time_ns())
-
-    def _enqueue(self, phase: str, span: ReadableSpan, at: int) -> None:
-        ctx = span.get_span_context()
-        parent = span.parent.span_id if span.parent is not None else None
-        status = "ERROR" if span.status.status_code is StatusCode.ERROR else "OK"
-        snap = _Snapshot(
-            phase, span.name, ctx.trace_id, ctx.span_id, parent, at, dict(span.attributes or {}), status,
-            tuple(span.events) if phase == "end" else (),
-        )
-        with self._cond:
-            if self._stop:
-                return  # shut down: a retired provider's late spans have nowhere to go
-            if len(self._pending) >= self.MAX_PENDING:
-                health.dropped["atof"] += 1
-                return
-            self._pending.append(snap)
-            self._idle.clear()
-            self._cond.notify()
+        self._worker.submit(_snapshot("end", span, span.end_time or time.time_ns()))
 
     # worker thread
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending and not self._stop:
-                    self._idle.set()
-                    self._cond.wait(0.5)
-                if not self._pending and self._stop:
-                    self._idle.set()
-                    for sink in self._sinks:  # closed here, by the only writer, never under it
-                        sink.close()
-                    return
-                batch = list(self._pending)
-                self._pending.clear()
-            events: list[dict] = []
-            for snap in batch:
-                try:
-                    events.extend(self._builder.events(snap))
-                except Exception as exc:  # noqa: BLE001 - one odd span must not stop the stream
-                    _log.once(f"atof-build:{type(exc).__name__}", "hermes-otel: ATOF event not built (%s: %s)",
-                              type(exc).__name__, exc)
-            for sink in self._sinks:
-                try:
-                    sink.write(events)
-                except Exception as exc:  # noqa: BLE001 - a broken sink is reported, others go on
-                    health.dropped["atof"] += len(events)
-                    _log.once(f"atof-sink:{id(sink)}", "hermes-otel: ATOF sink failed (%s: %s)", type(exc).__name__, exc)
+    def _write(self, batch: Sequence[_Snapshot]) -> None:
+        events: list[dict] = []
+        for snap in batch:
+            try:
+                events.extend(self._builder.events(snap))
+            except Exception as exc:  # noqa: BLE001 - one odd span must not stop the stream
+                _log.once(f"atof-build:{type(exc).__name__}", "hermes-otel: ATOF event not built (%s: %s)",
+                          type(exc).__name__, exc)
+        for sink in self._sinks:
+            try:
+                sink.write(events)
+            except Exception as exc:  # noqa: BLE001 - a broken sink is reported, others go on
+                health.dropped["atof"] += len(events)
+                _log.once(f"atof-sink:{id(sink)}", "hermes-otel: ATOF sink failed (%s: %s)", type(exc).__name__, exc)
+
+    def _close_sinks(self) -> None:
+        for sink in self._sinks:
+            sink.close()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         deadline = time.monotonic() + timeout_millis / 1000
-        with self._cond:
-            self._cond.notify()
-        if not self._idle.wait(max(deadline - time.monotonic(), 0)):
+        if not self._worker.wait_idle(deadline - time.monotonic()):
             return False
         return all(
             sink.flush(max(deadline - time.monotonic(), 0)) for sink in self._sinks if isinstance(sink, StreamSink)
@@ -441,7 +407,13 @@ class AtofSpanProcessor(SpanProcessor):
 
     def shutdown(self) -> None:
         self.force_flush(2000)
-        with self._cond:
-            self._stop = True
-            self._cond.notify()
-        self._thread.join(2.0)
+        self._worker.stop()
+
+
+def _snapshot(phase: str, span: ReadableSpan, at: int) -> _Snapshot:
+    ctx = span.get_span_context()
+    status = "ERROR" if span.status.status_code is StatusCode.ERROR else "OK"
+    return _Snapshot(
+        phase, span.name, ctx.trace_id, ctx.span_id, span.parent.span_id if span.parent is not None else None, at,
+        dict(span.attributes or {}), status, tuple(span.events) if phase == "end" else (),
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from typing import Any, Mapping
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from .. import _log
 from .. import semconv as sc
 from .atof import category, scope_name
+from .worker import QueueWorker
 
 _SCOPE_TYPES = {"agent": "Agent", "function": "Function", "guardrail": "Guardrail", "custom": "Custom"}
 
@@ -71,46 +72,24 @@ def _run_coroutine(make, timeout_s: float = 10.0):
 class RelayForwarder(SpanProcessor):
     """Replays span starts/ends into Relay's runtime (worker thread, bounded)."""
 
-    MAX_PENDING = 20_000
-
     def __init__(self, activation: Any) -> None:
         import nemo_relay
 
         self._relay = nemo_relay
         self.activation = activation  # owned: Relay stops exporting if this is collected
         self._handles: OrderedDict[int, Any] = OrderedDict()
-        self._pending: deque = deque()
-        self._cond = threading.Condition()
-        self._idle = threading.Event()
-        self._idle.set()
-        self._stop = False
-        threading.Thread(target=self._run, name="hermes-otel-relay", daemon=True).start()
+        self._worker = QueueWorker("hermes-otel-relay", self._replay_all, signal="relay")
 
     def on_start(self, span: ReadableSpan, parent_context: Any = None) -> None:
-        self._enqueue(("start", span.name, span.get_span_context().span_id,
-                       span.parent.span_id if span.parent else None, dict(span.attributes or {}), ()))
+        self._worker.submit(("start", span.name, span.get_span_context().span_id,
+                             span.parent.span_id if span.parent else None, dict(span.attributes or {}), ()))
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._enqueue(("end", span.name, span.get_span_context().span_id, None, dict(span.attributes or {}),
-                       tuple((e.name, dict(e.attributes or {})) for e in span.events)))
+        self._worker.submit(("end", span.name, span.get_span_context().span_id, None, dict(span.attributes or {}),
+                             tuple((e.name, dict(e.attributes or {})) for e in span.events)))
 
-    def _enqueue(self, item: tuple) -> None:
-        with self._cond:
-            if len(self._pending) < self.MAX_PENDING:
-                self._pending.append(item)
-                self._idle.clear()
-                self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending and not self._stop:
-                    self._idle.set()
-                    self._cond.wait(0.5)
-                if not self._pending:
-                    self._idle.set()
-                    return
-                item = self._pending.popleft()
+    def _replay_all(self, batch) -> None:
+        for item in batch:
             try:
                 self._replay(*item)
             except Exception as exc:  # noqa: BLE001 - reported once; the stream goes on
@@ -156,9 +135,7 @@ class RelayForwarder(SpanProcessor):
             relay.scope.pop(handle, metadata=metadata or None)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        with self._cond:
-            self._cond.notify()
-        done = self._idle.wait(timeout_millis / 1000)
+        done = self._worker.wait_idle(timeout_millis / 1000)
         try:
             self._relay.subscribers.flush()
         except Exception:  # noqa: BLE001 - best effort
@@ -167,9 +144,7 @@ class RelayForwarder(SpanProcessor):
 
     def shutdown(self) -> None:
         self.force_flush(2000)
-        with self._cond:
-            self._stop = True
-            self._cond.notify()
+        self._worker.stop()
 
 
 def _json(text: Any) -> Any:
