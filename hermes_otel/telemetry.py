@@ -321,12 +321,13 @@ def build(settings: Settings) -> Telemetry:
         processor = safely(_relay_span_processor, endpoint)
         if processor is not None:
             tracer_provider.add_span_processor(processor)
-    if plan.atof_sinks:
-        processor = safely(_atof_processor, plan)
-        if processor is not None:
-            tracer_provider.add_span_processor(processor)
+    atof = safely(_atof_processor, plan) if plan.atof_sinks else None
+    if atof is not None:
+        tracer_provider.add_span_processor(atof)
 
     logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+    if atof is not None:
+        logger_provider.add_log_record_processor(atof.log_processor())
     log_exporters: list[LogRecordExporter] = _exporters("logs", settings, writers) if settings.logs_enabled else []
     log_exporters += [e for t in plan.relay_log_targets if (e := safely(_otlp_exporter, "logs", t)) is not None]
     for exporter in log_exporters:

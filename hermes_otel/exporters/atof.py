@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
@@ -122,6 +123,7 @@ class _Snapshot:
     attributes: dict[str, Any]
     status: str = "OK"
     events: Sequence[Any] = ()
+    body: Any = None
 
 
 class EventBuilder:
@@ -142,7 +144,27 @@ class EventBuilder:
                 self._uuids.popitem(last=False)
         return known
 
+    def mark(self, snap: _Snapshot) -> dict[str, Any]:
+        """An observer-only happening (a hook with no span of its own) as an ATOF mark."""
+        parent = self._uuids.get(snap.parent_id) if snap.parent_id else None
+        return {
+            "atof_version": ATOF_VERSION,
+            "category": None,
+            "category_profile": None,
+            "data": snap.body if self._full or snap.body is not None else None,
+            "data_schema": None,
+            "kind": "mark",
+            "metadata": {k: list(v) if isinstance(v, tuple) else v for k, v in snap.attributes.items()} or None,
+            "name": snap.name,
+            "parent_uuid": parent,
+            "propagation_root_uuid": self._roots.get(snap.trace_id, parent),
+            "timestamp": timestamp(snap.time_ns),
+            "uuid": uuid7(snap.time_ns // 1_000_000, hash((snap.name, snap.time_ns)) & (2**74 - 1)),
+        }
+
     def events(self, snap: _Snapshot) -> list[dict[str, Any]]:
+        if snap.phase == "mark":
+            return [self.mark(snap)]
         attrs = snap.attributes
         cat = category(snap.name, attrs)
         own = self._uuid(snap.span_id, snap.time_ns // 1_000_000)
@@ -393,6 +415,10 @@ class AtofSpanProcessor(SpanProcessor):
                 health.dropped["atof"] += len(events)
                 _log.once(f"atof-sink:{id(sink)}", "hermes-otel: ATOF sink failed (%s: %s)", type(exc).__name__, exc)
 
+    def log_processor(self) -> "AtofLogProcessor":
+        """Marks for observer-only happenings, from the observer log stream, on the same worker."""
+        return AtofLogProcessor(self._worker)
+
     def _close_sinks(self) -> None:
         for sink in self._sinks:
             sink.close()
@@ -417,3 +443,34 @@ def _snapshot(phase: str, span: ReadableSpan, at: int) -> _Snapshot:
         phase, span.name, ctx.trace_id, ctx.span_id, span.parent.span_id if span.parent is not None else None, at,
         dict(span.attributes or {}), status, tuple(span.events) if phase == "end" else (),
     )
+
+
+# Hooks whose happening is already a scope (start or end of a span) in the ATOF stream.
+SPAN_BACKED_HOOKS = frozenset({
+    "hermes.observer.pre_llm_call", "hermes.observer.on_session_end", "hermes.observer.post_tool_call",
+    "hermes.observer.api_request_error", "hermes.observer.pre_approval_request",
+    "hermes.observer.post_approval_response", "hermes.observer.subagent_start", "hermes.observer.subagent_stop",
+})
+
+
+class AtofLogProcessor(LogRecordProcessor):
+    """Observer log records of hooks without a span of their own -> ATOF marks."""
+
+    def __init__(self, worker: QueueWorker) -> None:
+        self._worker = worker
+
+    def on_emit(self, log_record: Any) -> None:
+        record = log_record.log_record
+        name = record.event_name
+        if not name or name in SPAN_BACKED_HOOKS:
+            return
+        self._worker.submit(_Snapshot(
+            "mark", name, record.trace_id or 0, 0, record.span_id or None, record.timestamp or time.time_ns(),
+            dict(record.attributes or {}), body=record.body,
+        ))
+
+    def shutdown(self) -> None:
+        pass  # the span processor owns the worker
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._worker.wait_idle(timeout_millis / 1000)

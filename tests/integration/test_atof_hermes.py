@@ -73,16 +73,32 @@ def test_file_and_http_post_sinks_carry_the_run(llm, monkeypatch, tmp_path):
     assert _check(file_events, 4) == expected
     assert _check(stream_events, 4) == expected
     assert [e["uuid"] for e in stream_events] == [e["uuid"] for e in file_events]
+    # Observer-only happenings are marks, inside the turn they belong to.
+    marks = [e for e in file_events if e["kind"] == "mark"]
+    names = [m["name"] for m in marks]
+    assert "hermes.observer.pre_tool_call" in names and "hermes.observer.post_llm_call" in names
+    assert "hermes.observer.post_tool_call" not in names  # that one is the tool scope's end
+    root = next(e for e in file_events if e.get("category") == "agent")
+    in_turn = [m for m in marks if m["metadata"].get("hermes.turn_id")]
+    assert in_turn and all(m["propagation_root_uuid"] == root["uuid"] for m in in_turn)
 
 
-def test_stream_receiver_down_or_hanging_costs_hermes_nothing(llm, monkeypatch, tmp_path):
+@pytest.mark.parametrize("fault", ["hanging", "down"])
+def test_stream_receiver_down_or_hanging_costs_hermes_nothing(llm, monkeypatch, tmp_path, fault):
     from hermes_cli.plugins import discover_plugins
 
     from hermes_otel import runtime
     from hermes_otel.exporters.health import health
 
     with HttpSink(delay_s=5) as hanging:  # accepts, answers far too late
-        monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(_relay_toml(tmp_path, hanging.url, timeout_ms=300)))
+        url = hanging.url
+        if fault == "down":
+            import socket
+
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                url = f"http://127.0.0.1:{s.getsockname()[1]}/atof"  # nothing listens there
+        monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(_relay_toml(tmp_path, url, timeout_ms=300)))
         discover_plugins(force=True)
         before = health.dropped["atof"]
         llm.push(Reply.text("still fine"))
@@ -95,8 +111,8 @@ def test_stream_receiver_down_or_hanging_costs_hermes_nothing(llm, monkeypatch, 
             time.sleep(0.1)
         assert health.dropped["atof"] > before  # timed out after retries: counted
     # The file sink kept everything meanwhile.
-    lines = (tmp_path / "atof" / "events.jsonl").read_text().splitlines()
-    assert len(lines) == 4  # agent + llm, start and end
+    scopes = [json.loads(x) for x in (tmp_path / "atof" / "events.jsonl").read_text().splitlines()]
+    assert len([e for e in scopes if e["kind"] == "scope"]) == 4  # agent + llm, start and end
 
 
 def test_relay_opentelemetry_endpoints_shape_what_they_receive(llm, monkeypatch, tmp_path, plugins_enabled):
