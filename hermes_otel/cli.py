@@ -250,7 +250,7 @@ def _check_enabled(report: _Report, home: Path, env) -> None:
     elif isinstance(enabled, list) and "hermes_otel" in enabled:
         report.ok(f"enabled in {cfg_file}")
     else:
-        report.fail(f"not enabled: run `hermes plugins enable hermes_otel --no-allow-tool-override`")
+        report.fail("not enabled: run `hermes plugins enable hermes_otel --no-allow-tool-override`")
 
 
 def _probe(endpoint: str, timeout_s: float = 2.0) -> str | None:

@@ -33,13 +33,7 @@ from ..exporters.otlp_json import (
     encode_spans_json,
 )
 
-try:  # SDK >= 1.39 names; older SDKs only have the (now deprecated) Log* names.
-    from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
-except ImportError:  # pragma: no cover - exercised only on old SDKs
-    from opentelemetry.sdk._logs.export import (  # type: ignore[assignment]
-        LogExporter as LogRecordExporter,
-        LogExportResult as LogRecordExportResult,
-    )
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord

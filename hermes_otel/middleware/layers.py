@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 
 from .. import semconv as sc
 from ..semconv import DURATION_BUCKETS

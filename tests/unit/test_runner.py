@@ -78,7 +78,7 @@ def test_execution_chain_outcomes_and_spans(spans):
         raise RuntimeError("before next_call")
 
     def after(**kw):
-        result = kw["next_call"](kw["request"])
+        kw["next_call"](kw["request"])
         raise ValueError("after a successful next_call")
 
     runner.register("llm_execution", ok, plugin="ok")
