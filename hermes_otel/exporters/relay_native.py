@@ -10,7 +10,6 @@ agent's thread beyond a snapshot, and any failure is reported once at WARNING.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from typing import Any, Mapping
@@ -19,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from .. import _log
 from .. import semconv as sc
-from .atof import category, scope_name
+from .atof import _payload, category, scope_name
 from .worker import QueueWorker
 
 _SCOPE_TYPES = {"agent": "Agent", "function": "Function", "guardrail": "Guardrail", "custom": "Custom"}
@@ -106,11 +105,11 @@ class RelayForwarder(SpanProcessor):
             parent = parent_entry[2] if parent_entry else None
             label = scope_name(name, cat, attrs)
             if cat == "llm":
-                request = relay.LLMRequest({}, _json(attrs.get("gen_ai.input.messages")) or {})
+                request = relay.LLMRequest({}, _payload(attrs.get("gen_ai.input.messages")) or {})
                 handle = relay.llm.call(label, request, handle=parent, model_name=attrs.get(sc.REQUEST_MODEL),
                                         metadata=metadata or None)
             elif cat == "tool":
-                handle = relay.tools.call(label, _json(attrs.get("gen_ai.tool.call.arguments")) or {}, handle=parent,
+                handle = relay.tools.call(label, _payload(attrs.get("gen_ai.tool.call.arguments")) or {}, handle=parent,
                                           tool_call_id=attrs.get(sc.TOOL_CALL_ID), metadata=metadata or None)
             else:
                 scope_type = getattr(relay.ScopeType, _SCOPE_TYPES.get(cat, "Custom"))
@@ -129,7 +128,7 @@ class RelayForwarder(SpanProcessor):
         if cat == "llm":
             relay.llm.call_end(handle, {}, metadata=metadata or None)
         elif cat == "tool":
-            result = _json(attrs.get("gen_ai.tool.call.result"))
+            result = _payload(attrs.get("gen_ai.tool.call.result"))
             relay.tools.call_end(handle, relay.ToolExecutionResult(result if result is not None else ""))
         else:
             relay.scope.pop(handle, metadata=metadata or None)
@@ -145,15 +144,6 @@ class RelayForwarder(SpanProcessor):
     def shutdown(self) -> None:
         self.force_flush(2000)
         self._worker.stop()
-
-
-def _json(text: Any) -> Any:
-    if not isinstance(text, str):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def _plain(attrs: Mapping[str, Any]) -> dict:
