@@ -262,14 +262,13 @@ def telemetry_markdown() -> str:
         "",
     ]
     for span in (*SPANS, *MIDDLEWARE_SPANS):
-        out += [f"### `{span.name}` ({span.kind})", "", span.description, "", "| attribute | meaning |", "|---|---|"]
-        out += [f"| `{a}` | {ATTRIBUTES[a]} |" for a in span.attributes]
-        out.append("")
+        out += [f"### `{span.name}` ({span.kind})", "", span.description, ""]
+        out += _table((a, ATTRIBUTES[a]) for a in span.attributes) + [""]
     out += ["## Span events", ""]
     for name, (description, attrs) in EVENTS.items():
         out += [f"### `{name}`", "", description, ""]
         if attrs:
-            out += ["| attribute | meaning |", "|---|---|"] + [f"| `{a}` | {ATTRIBUTES[a]} |" for a in attrs] + [""]
+            out += _table((a, ATTRIBUTES[a]) for a in attrs) + [""]
     out += [
         "## Log records",
         "",
@@ -297,8 +296,11 @@ def telemetry_markdown() -> str:
         buckets = ", ".join(f"{b:g}" for b in m.buckets)
         out.append(f"| `{m.name}` | {m.instrument} | `{m.unit}` | {attrs} | {buckets} |")
     out += ["", "Metric attributes are low-cardinality only: never session, turn, request or call ids.", ""]
-    out += ["## Resource", "", "| attribute | meaning |", "|---|---|"]
-    out += [f"| `{k}` | {v} |" for k, v in RESOURCE.items()]
-    out += ["", "## Attributes", "", "| attribute | meaning |", "|---|---|"]
-    out += [f"| `{k}` | {v} |" for k, v in sorted(ATTRIBUTES.items())]
+    out += ["## Resource", ""] + _table(RESOURCE.items())
+    out += ["", "## Attributes", ""] + _table(sorted(ATTRIBUTES.items()))
     return "\n".join(out) + "\n"
+
+
+def _table(rows) -> list[str]:
+    """A two-column markdown table of (name, meaning) rows."""
+    return ["| attribute | meaning |", "|---|---|"] + [f"| `{name}` | {meaning} |" for name, meaning in rows]
