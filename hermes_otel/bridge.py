@@ -20,6 +20,7 @@ from opentelemetry._logs import SeverityNumber
 from . import _log, content
 from . import semconv as sc
 from .middleware.contract import OBSERVER_SCHEMA_VERSION
+from .deferred import Backlog, Inline
 from .safety import safely
 from .tracker import Tracker
 
@@ -72,11 +73,14 @@ def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class ObserverBridge:
-    def __init__(self, tracker: Tracker, logger, meter=None, capture: str = "NO_CONTENT") -> None:
+    def __init__(
+        self, tracker: Tracker, logger, meter=None, capture: str = "NO_CONTENT", backlog: Backlog | Inline | None = None
+    ) -> None:
         self._tracker = tracker
         self._logger = logger
         self._capture = capture
         self._metrics = _Instruments(meter) if meter is not None else None
+        self._backlog = backlog if backlog is not None else Inline()
 
     def on_hook(self, hook: str, payload: Mapping[str, Any]) -> None:
         schema = payload.get("telemetry_schema_version")
@@ -101,9 +105,16 @@ class ObserverBridge:
     def _emit(self, hook: str, payload: Mapping[str, Any], span) -> None:
         body = None
         if content.in_events(self._capture):
+            # Content is read now: the objects behind it may change once the hook returns.
             body = {k: content.sanitize(payload[k]) for k in CONTENT_KEYS if k in payload}
+        # `payload` is this call's own kwargs dict and attributes read only its immutable
+        # scalars, so the record can be built later, off the agent's thread.
+        self._backlog.defer(self._emit_record, hook, payload, span, time.time_ns(), body)
+
+    def _emit_record(self, hook: str, payload: Mapping[str, Any], span, timestamp: int, body) -> None:
         self._logger.emit(
-            timestamp=time.time_ns(),
+            timestamp=timestamp,
+            observed_timestamp=timestamp,
             context=trace.set_span_in_context(span) if span is not None else None,
             severity_number=SeverityNumber.INFO,
             severity_text="INFO",

@@ -82,7 +82,8 @@ class Settings:
     capture_content: str = "NO_CONTENT"
     console: bool = False
     middleware_log_dedupe: bool = True
-    observer_exclude_hooks: frozenset[str] = frozenset()
+    background_build: bool = True
+    observer_exclude_hooks: frozenset[str] = frozenset({"pre_api_request"})
     flush_timeout_s: float = 2.0
     otlp: Mapping[str, OTLPTarget] = field(default_factory=dict)  # signal -> target
     file_signals: frozenset[str] = frozenset(SIGNALS)
@@ -601,6 +602,7 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
         capture_content=get("capture_content"),
         console=get("console"),
         middleware_log_dedupe=get("middleware_log_dedupe"),
+        background_build=get("background_build"),
         observer_exclude_hooks=frozenset(get("observer_exclude_hooks")),
         flush_timeout_s=get("flush_timeout_millis") / 1000.0,
         otlp=otlp,

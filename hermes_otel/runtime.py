@@ -84,13 +84,13 @@ def configure(settings: Settings) -> Tracker | None:
             return _state.tracker
         if _state.shared is not None:
             tp, mp, lp = _state.shared
-            new = telemetry.Telemetry(settings, tp, mp, lp, owned=False)
+            new = telemetry.Telemetry(settings, tp, mp, lp, owned=False, backlog=telemetry.new_backlog(settings))
         else:
             new = telemetry.build(settings)
         _retire(live)
         _state.telemetry = new
         _state.tracker = _replace_tracker(_state.tracker, new)
-        _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content)
+        _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content, new.backlog)
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True

@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider
@@ -39,6 +40,7 @@ from opentelemetry.sdk.trace.sampling import (
 from . import _log
 from .safety import safely
 from .config import OTLPTarget, Settings
+from .deferred import Backlog, DeferredMeter, DeferredTracer, Inline, can_defer
 from .exporters.file import (
     JsonFileLogExporter,
     JsonFileMetricExporter,
@@ -147,16 +149,19 @@ class Telemetry:
     meter_provider: MeterProvider
     logger_provider: LoggerProvider
     owned: bool = True  # False when the providers were handed to us
+    backlog: Backlog | Inline = field(default_factory=Inline)  # where the agent's thread hands work off
 
-    @property
+    @cached_property
     def tracer(self):
-        return self.tracer_provider.get_tracer(SCOPE, __version__)
+        tracer = self.tracer_provider.get_tracer(SCOPE, __version__)
+        return DeferredTracer(tracer, self.backlog) if isinstance(self.backlog, Backlog) and can_defer(tracer) else tracer
 
-    @property
+    @cached_property
     def meter(self):
-        return self.meter_provider.get_meter(SCOPE, __version__)
+        meter = self.meter_provider.get_meter(SCOPE, __version__)
+        return DeferredMeter(meter, self.backlog) if isinstance(self.backlog, Backlog) else meter
 
-    @property
+    @cached_property
     def logger(self):
         return self.logger_provider.get_logger(SCOPE, __version__)
 
@@ -174,15 +179,19 @@ class Telemetry:
 
     def shutdown(self, timeout_s: float) -> bool:
         if not self.owned:
-            return self.force_flush(timeout_s)
+            done = self.force_flush(timeout_s)
+            self.backlog.shutdown(0)
+            return done
         return _within(timeout_s, self._shutdown_all, self.endpoints)
 
     def _flush_all(self, timeout_ms: int) -> None:
+        self.backlog.drain(timeout_ms / 1000)
         self.tracer_provider.force_flush(timeout_ms)
         self.logger_provider.force_flush(timeout_ms)
         self.meter_provider.force_flush(timeout_ms)
 
     def _shutdown_all(self, timeout_ms: int) -> None:
+        self.backlog.shutdown(timeout_ms / 1000)
         self.tracer_provider.shutdown()
         self.logger_provider.shutdown()
         self.meter_provider.shutdown(timeout_millis=timeout_ms)
@@ -355,4 +364,8 @@ def build(settings: Settings) -> Telemetry:
                 PeriodicExportingMetricReader(exporter, export_interval_millis=settings.relay_metric_interval_ms)
             )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    return Telemetry(settings, tracer_provider, meter_provider, logger_provider)
+    return Telemetry(settings, tracer_provider, meter_provider, logger_provider, backlog=new_backlog(settings))
+
+
+def new_backlog(settings: Settings) -> Backlog | Inline:
+    return Backlog() if settings.background_build else Inline()

@@ -19,7 +19,19 @@ def _turns(receiver, traced, count=1):
     return receiver.wait_for_spans(lambda s: sum(x.name == "invoke_agent hermes" for x in s) >= count, timeout=15)
 
 
-def test_log_stream_is_one_record_per_hook_call_in_order(hook_tape, traced, llm, receiver):
+def _subscribe_every_hook(monkeypatch, tmp_path) -> None:
+    """A plugins.toml that opts in to every hook (pre_api_request is opt-in); applies at the next discovery."""
+    toml = tmp_path / "plugins.toml"
+    toml.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\nobserver_exclude_hooks = []\n')
+    monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
+
+
+@pytest.fixture
+def every_hook(monkeypatch, tmp_path):
+    _subscribe_every_hook(monkeypatch, tmp_path)
+
+
+def test_log_stream_is_one_record_per_hook_call_in_order(every_hook, hook_tape, traced, llm, receiver):
     llm.push(Reply.tools(ToolCall("terminal", {"command": "echo tape"}, id="call_T")), Reply.text("taped"))
     assert run_agent(llm.base_url, "record everything")["final_response"] == "taped"
     spans = _turns(receiver, traced)
@@ -188,13 +200,10 @@ def test_secrets_never_leave_in_any_capture_mode(traced, llm, receiver, monkeypa
         assert bodies == []
 
 
-def test_excluded_hooks_are_not_subscribed(traced, llm, receiver, monkeypatch, tmp_path):
+def test_pre_api_request_is_opt_in(traced, llm, receiver, monkeypatch, tmp_path):
     from hermes_cli.plugins import discover_plugins, get_plugin_manager
 
-    toml = tmp_path / "plugins.toml"
-    toml.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\nobserver_exclude_hooks = ["pre_api_request"]\n')
-    monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
-    discover_plugins(force=True)
+    # By default (observer_exclude_hooks = ["pre_api_request"]) Hermes's per-call request copy is skipped.
     assert not get_plugin_manager().has_hook("pre_api_request")  # Hermes then skips serialising requests
     assert get_plugin_manager().has_hook("post_api_request")
     llm.push(Reply.text("lean"))
@@ -203,3 +212,6 @@ def test_excluded_hooks_are_not_subscribed(traced, llm, receiver, monkeypatch, t
     logs = receiver.wait_for_logs(lambda r: any(x.event_name == "hermes.observer.on_session_end" for x in r), timeout=10)
     names = [r.event_name for r in logs]
     assert "hermes.observer.pre_api_request" not in names and "hermes.observer.post_api_request" in names
+    _subscribe_every_hook(monkeypatch, tmp_path)
+    discover_plugins(force=True)
+    assert get_plugin_manager().has_hook("pre_api_request")

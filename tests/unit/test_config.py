@@ -185,8 +185,8 @@ def test_headers_parsing_and_masking():
 
 
 def test_observer_hook_exclusions(tmp_path):
-    path = write(tmp_path, OURS + 'observer_exclude_hooks = ["pre_api_request"]\n')
-    assert load_settings({}, path).settings.observer_exclude_hooks == frozenset({"pre_api_request"})
+    path = write(tmp_path, OURS + 'observer_exclude_hooks = ["pre_tool_call", "post_api_request"]\n')
+    assert load_settings({}, path).settings.observer_exclude_hooks == frozenset({"pre_tool_call", "post_api_request"})
     bad = write(tmp_path, OURS + "observer_exclude_hooks = [1]\n")
     assert [str(p) for p in load_settings({}, bad).problems] == [
         f"{bad}: components[0].config.observer_exclude_hooks: expected an array of strings, found array [1]"

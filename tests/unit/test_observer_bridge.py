@@ -7,31 +7,33 @@ import math
 
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hermes_otel import _log
 from hermes_otel.bridge import KNOWN_HOOKS, ObserverBridge
 from hermes_otel.tracker import Tracker
+from tests.unit.modes import MODES, DrainingLogs, DrainingSpans, backlog_for, tracer_for
 
 V1 = {"telemetry_schema_version": "hermes.observer.v1"}
 
 
-@pytest.fixture
-def env():
-    spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
+@pytest.fixture(params=MODES)
+def env(request):
+    backlog = backlog_for(request.param)
+    spans, logs = DrainingSpans(backlog), DrainingLogs(backlog)
     tracer_provider, logger_provider = TracerProvider(), LoggerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    tracker = Tracker(tracer_provider.get_tracer("t"), max_turns=8)
+    tracker = Tracker(tracer_for(tracer_provider, backlog), max_turns=8)
     _log.reset()
 
     def make(capture="NO_CONTENT"):
-        return ObserverBridge(tracker, logger_provider.get_logger("t"), capture=capture)
+        return ObserverBridge(tracker, logger_provider.get_logger("t"), capture=capture, backlog=backlog)
 
     yield make, tracker, spans, logs
+    backlog.shutdown()
     tracer_provider.shutdown()
     logger_provider.shutdown()
 

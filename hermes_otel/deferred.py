@@ -1,0 +1,364 @@
+"""Keep the agent's thread short: record cheaply now, build telemetry in the background.
+
+On the agent's thread a span is a :class:`DeferredSpan`: ids, timestamps and
+the attributes and events it was given, with a real `SpanContext` so context
+propagation (HTTP-client spans nesting under `chat`, log correlation) works
+at once. The SDK work (sampling, attribute limits, span processors, metric
+aggregation, log records) happens later on one builder thread, from the
+captured values: the span the SDK exports has exactly the ids, parent,
+timestamps, attributes, events, links and status the agent's thread saw.
+
+The builder wakes when enough work has queued or on a timer, so in a busy
+agent it runs while the agent waits on the network. The queue is bounded;
+what cannot be queued is counted and reported once (see :class:`Backlog`).
+With a tracer that is not the SDK's we cannot preset ids, and everything
+runs inline (:class:`Inline`), as it does in unit tests.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import threading
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from . import _log
+
+_YIELD_EVERY = 32  # items between GIL hand-backs (~0.5 ms of building)
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
+
+
+class Inline:
+    """Run deferred work at once (tracers we cannot defer for, and tests)."""
+
+    dropped = 0
+
+    def defer(self, fn: Callable[..., Any], *args: Any) -> None:
+        _run(fn, args)
+
+    defer_always = defer
+
+    def drain(self, timeout_s: float | None = None) -> bool:
+        return True
+
+    def shutdown(self, timeout_s: float | None = None) -> bool:
+        return True
+
+
+class Backlog:
+    """Work handed off by the agent's thread, run in order on one builder thread.
+
+    `defer` is a deque append; the builder wakes when `wake_at` items are
+    queued or every `interval_s`. `drain` (flush, shutdown) runs what is left
+    on the caller's thread under the same lock, so order is kept. Past
+    `limit` queued items new work is dropped and counted; the end of a span
+    whose start was queued is always kept, so no span is left open.
+    """
+
+    def __init__(self, *, limit: int = 16384, wake_at: int = 2048, interval_s: float = 0.5) -> None:
+        self._items: collections.deque[tuple[Callable[..., Any], tuple]] = collections.deque()
+        self._limit = limit
+        self._wake_at = wake_at
+        self._interval_s = interval_s
+        self._wake = threading.Event()
+        self._running = threading.Lock()
+        self._stopped = False
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._loop, name="hermes-otel-builder", daemon=True)
+        self._thread.start()
+
+    def defer(self, fn: Callable[..., Any], *args: Any) -> None:
+        items = self._items
+        if len(items) >= self._limit:
+            self._drop()
+            return
+        self.defer_always(fn, *args)
+
+    def defer_always(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self._stopped:  # after shutdown: nothing will run later, so run now (fail-open, nothing lost)
+            _run(fn, args)
+            return
+        items = self._items
+        items.append((fn, args))
+        if len(items) == self._wake_at:
+            self._wake.set()
+
+    def drain(self, timeout_s: float | None = None) -> bool:
+        """Run everything queued so far; False when the builder did not yield in time."""
+        if not self._running.acquire(timeout=-1 if timeout_s is None else max(timeout_s, 0.0)):
+            return False
+        try:
+            self._run_queued()
+        finally:
+            self._running.release()
+        return True
+
+    def shutdown(self, timeout_s: float | None = None) -> bool:
+        self._stopped = True
+        self._wake.set()
+        return self.drain(timeout_s)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _loop(self) -> None:
+        while not self._stopped:
+            self._wake.wait(self._interval_s)
+            self._wake.clear()
+            with self._running:
+                self._run_queued()
+
+    def _run_queued(self) -> None:
+        pop = self._items.popleft
+        done = 0
+        while True:
+            try:
+                fn, args = pop()
+            except IndexError:
+                return
+            _run(fn, args)
+            done += 1
+            if done % _YIELD_EVERY == 0:
+                time.sleep(0)  # hand the GIL back now and then: an agent thread waiting for it gets in at once
+
+    def _drop(self) -> None:
+        self.dropped += 1
+        _log.once(
+            "backlog:full",
+            "hermes-otel: telemetry backlog full (%d items); dropping new telemetry until the builder catches up",
+            self._limit,
+        )
+
+
+def _run(fn: Callable[..., Any], args: tuple) -> None:
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - a fault in building one item must not stop the rest
+        _log.once(
+            f"builder:{getattr(fn, '__qualname__', fn)}:{type(exc).__name__}",
+            "hermes-otel: internal error building telemetry in %s (%s: %s)",
+            getattr(fn, "__qualname__", repr(fn)),
+            type(exc).__name__,
+            exc,
+            exc_info=True,
+        )
+
+
+class _PresetIds(IdGenerator):
+    """The SDK tracer's id generator, answering with ids chosen earlier on the agent's thread."""
+
+    def __init__(self, fallback: IdGenerator) -> None:
+        self._fallback = fallback
+        self._next = threading.local()
+
+    def preset(self, trace_id: int, span_id: int) -> None:
+        self._next.ids = (trace_id, span_id)
+
+    def generate_trace_id(self) -> int:
+        ids = getattr(self._next, "ids", None)
+        return ids[0] if ids else self._fallback.generate_trace_id()
+
+    def generate_span_id(self) -> int:
+        ids = getattr(self._next, "ids", None)
+        if ids:
+            self._next.ids = None
+            return ids[1]
+        return self._fallback.generate_span_id()
+
+    def is_trace_id_random(self) -> bool:
+        return self._fallback.is_trace_id_random()
+
+
+def can_defer(tracer: Any) -> bool:
+    """Only the SDK tracer lets us choose span ids (and sample) ahead of building."""
+    return isinstance(getattr(tracer, "id_generator", None), IdGenerator) and hasattr(tracer, "sampler")
+
+
+class DeferredTracer(trace.Tracer):
+    """A Tracer whose spans are recorded now and built by the SDK tracer later, on the backlog."""
+
+    def __init__(self, tracer: Any, backlog: Backlog) -> None:
+        self._tracer = tracer
+        self._ids = _PresetIds(tracer.id_generator)
+        tracer.id_generator = self._ids  # this tracer object is ours alone (get_tracer returns a new one)
+        self._sampler = tracer.sampler
+        self._random_ids = self._ids.is_trace_id_random()
+        self.backlog = backlog
+
+    def start_span(  # type: ignore[override]
+        self,
+        name: str,
+        context: otel_context.Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Mapping[str, Any] | None = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> trace.Span:
+        # Ids, flags and trace state exactly as the SDK tracer would set them (see its start_span).
+        parent = trace.get_current_span(context).get_span_context()
+        if parent.is_valid:
+            trace_id, random_id = parent.trace_id, parent.trace_flags.random_trace_id
+        else:
+            parent = None
+            trace_id, random_id = random.getrandbits(128) or 1, self._random_ids
+        decision = self._sampler.should_sample(context, trace_id, name, kind, attributes, links)
+        flags = _SAMPLED if decision.decision.is_sampled() else _NOT_SAMPLED
+        if random_id:
+            flags = TraceFlags(flags | TraceFlags.RANDOM_TRACE_ID)
+        span_context = SpanContext(trace_id, random.getrandbits(64) or 1, False, flags, decision.trace_state)
+        if not decision.decision.is_recording():
+            return NonRecordingSpan(span_context)
+        span = DeferredSpan(
+            self, name, span_context, parent, kind, dict(attributes) if attributes else {}, links,
+            start_time or time.time_ns(),
+        )
+        self.backlog.defer(self._begin, span)
+        return span
+
+    def start_as_current_span(self, name: str, *args: Any, **kwargs: Any):  # type: ignore[override]
+        return trace.use_span(self.start_span(name, *args, **kwargs), end_on_exit=True)
+
+    # -- on the builder thread -------------------------------------------------
+
+    def _begin(self, span: "DeferredSpan") -> None:
+        parent = trace.set_span_in_context(NonRecordingSpan(span.parent)) if span.parent else otel_context.Context()
+        self._ids.preset(span.context.trace_id, span.context.span_id)
+        span.built = self._tracer.start_span(
+            span.name, context=parent, kind=span.kind, attributes=span.start_attributes, links=span.links,
+            start_time=span.start_ns,
+        )
+
+    @staticmethod
+    def _finish(span: "DeferredSpan") -> None:
+        built = span.built
+        if built is None:  # its start was dropped
+            return
+        if span.renamed is not None:
+            built.update_name(span.renamed)
+        if span.attributes:
+            built.set_attributes(span.attributes)
+        for name, attributes, timestamp in span.events:
+            built.add_event(name, attributes, timestamp)
+        for link in span.late_links:
+            built.add_link(link.context, link.attributes)
+        if span.status is not None:
+            built.set_status(span.status)
+        built.end(end_time=span.end_ns)
+        span.built = None
+
+
+class DeferredSpan(trace.Span):
+    """What the agent's thread records of a span; see the module docstring."""
+
+    __slots__ = ("_tracer", "name", "context", "parent", "kind", "start_attributes", "links", "start_ns",
+                 "attributes", "events", "late_links", "status", "renamed", "end_ns", "built")
+
+    def __init__(self, tracer: DeferredTracer, name: str, context: SpanContext, parent: SpanContext | None,
+                 kind: SpanKind, attributes: dict, links: Sequence[Link] | None, start_ns: int) -> None:
+        self._tracer = tracer
+        self.name = name
+        self.context = context
+        self.parent = parent
+        self.kind = kind
+        self.start_attributes = attributes
+        self.links = links
+        self.start_ns = start_ns
+        self.attributes: dict[str, Any] = {}  # set after the start
+        self.events: list[tuple[str, Any, int]] = []
+        self.late_links: list[Link] = []
+        self.status: Status | None = None
+        self.renamed: str | None = None
+        self.end_ns: int | None = None
+        self.built: Any = None
+
+    def get_span_context(self) -> SpanContext:
+        return self.context
+
+    def is_recording(self) -> bool:
+        return self.end_ns is None
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        if self.end_ns is None:
+            self.attributes[key] = value
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        if self.end_ns is None:
+            self.attributes.update(attributes)
+
+    def add_event(self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None) -> None:
+        if self.end_ns is None:
+            self.events.append((name, dict(attributes) if attributes else None, timestamp or time.time_ns()))
+
+    def add_link(self, context: SpanContext, attributes: Mapping[str, Any] | None = None) -> None:
+        if self.end_ns is None:
+            self.late_links.append(Link(context, attributes))
+
+    def update_name(self, name: str) -> None:
+        if self.end_ns is None:
+            self.renamed = name
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        if self.end_ns is not None:
+            return
+        if isinstance(status, StatusCode):
+            status = Status(status, description)
+        # The SDK's rule: OK is final, UNSET never overrides.
+        if self.status is not None and self.status.status_code is StatusCode.OK:
+            return
+        if status.status_code is not StatusCode.UNSET:
+            self.status = status
+
+    def record_exception(self, exception: BaseException, attributes: Mapping[str, Any] | None = None,
+                         timestamp: int | None = None, escaped: bool = False) -> None:
+        # Our own code records errors through semconv.record_error (redacted); this keeps the API whole.
+        self.add_event("exception", {"exception.type": type(exception).__name__, "exception.escaped": escaped,
+                                     **(attributes or {})}, timestamp)
+
+    def end(self, end_time: int | None = None) -> None:
+        if self.end_ns is not None:
+            return
+        self.end_ns = end_time or time.time_ns()
+        self._tracer.backlog.defer_always(DeferredTracer._finish, self)
+
+
+class DeferredInstrument:
+    """A counter or histogram whose measurements are aggregated on the builder thread."""
+
+    __slots__ = ("_inner", "_backlog", "_record")
+
+    def __init__(self, inner: Any, backlog: Backlog | Inline) -> None:
+        self._inner = inner
+        self._backlog = backlog
+        self._record = getattr(inner, "record", None) or inner.add
+
+    def record(self, amount: float, attributes: Mapping[str, Any] | None = None, context: Any = None) -> None:
+        # The current context goes along: exemplars still point at the span that was current.
+        self._backlog.defer(self._record, amount, attributes, context or otel_context.get_current())
+
+    add = record
+
+
+class DeferredMeter:
+    """The few Meter methods we use, handing out deferred instruments."""
+
+    def __init__(self, meter: Any, backlog: Backlog | Inline) -> None:
+        self._meter = meter
+        self._backlog = backlog
+
+    def create_histogram(self, *args: Any, **kwargs: Any) -> DeferredInstrument:
+        return DeferredInstrument(self._meter.create_histogram(*args, **kwargs), self._backlog)
+
+    def create_counter(self, *args: Any, **kwargs: Any) -> DeferredInstrument:
+        return DeferredInstrument(self._meter.create_counter(*args, **kwargs), self._backlog)
+
+    def __getattr__(self, name: str) -> Any:  # observable instruments and the rest: as they are
+        return getattr(self._meter, name)
