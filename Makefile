@@ -31,8 +31,8 @@ unit: $(VENV)/.test-installed
 integration: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
-bench: $(VENV)/.test-installed  ## per-call overhead through real Hermes's runner (writes benchmarks/results/latest.json)
-	$(BIN)/python benchmarks/overhead.py
+bench: $(VENV)/.test-installed  ## overhead vs the SDK floor, history, throughput, memory, dead collectors (writes benchmarks/results/latest.json)
+	$(BIN)/python benchmarks/run.py
 
 docs: $(VENV)/.test-installed  ## regenerate the reference pages from the code
 	$(BIN)/python -m hermes_otel.reference docs

@@ -4,7 +4,7 @@ Hermes loads this package through the ``hermes_agent.plugins`` entry point
 (or as a directory plugin) and calls :func:`register`.
 """
 
-from .version import __version__
 from .plugin import register
+from .version import __version__
 
 __all__ = ["__version__", "register"]

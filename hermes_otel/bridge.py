@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import SeverityNumber
 
 from . import _log, content
 from . import semconv as sc
-from .middleware.contract import OBSERVER_SCHEMA_VERSION
 from .deferred import Backlog, Inline
+from .middleware.contract import OBSERVER_SCHEMA_VERSION
 from .safety import safely
 from .tracker import Tracker
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import tomllib
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .config_schema import (
     COMPONENT_KIND,
@@ -316,7 +317,9 @@ _TRANSPORTS = {"http_binary": "http/protobuf", "grpc": "grpc"}
 
 
 def _relay_target(entry: dict, signal: str) -> OTLPTarget:
-    from .exporters.atof import StreamSinkConfig  # same header resolution: literal, env, file
+    from .exporters.atof import (
+        StreamSinkConfig,  # same header resolution: literal, env, file
+    )
 
     protocol = _TRANSPORTS[entry.get("transport", "http_binary")]
     endpoint = entry["endpoint"]

@@ -20,9 +20,9 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
 from . import _log, content, telemetry
+from .bridge import ObserverBridge
 from .config import Settings
 from .exporters.health import health
-from .bridge import ObserverBridge
 from .tracker import Tracker
 
 _MAX_RETIRED = 2

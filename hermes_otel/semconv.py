@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import urllib.parse
+from collections.abc import Mapping
 from types import SimpleNamespace
-from typing import Any, Mapping
+from typing import Any
 
 # -- names ------------------------------------------------------------------
 OPERATION = "gen_ai.operation.name"

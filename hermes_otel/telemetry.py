@@ -25,10 +25,17 @@ from typing import Any
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SpanExporter,
+)
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     ALWAYS_ON,
@@ -38,7 +45,6 @@ from opentelemetry.sdk.trace.sampling import (
 )
 
 from . import _log
-from .safety import safely
 from .config import OTLPTarget, Settings
 from .deferred import Backlog, DeferredMeter, DeferredTracer, Inline, can_defer
 from .exporters.file import (
@@ -55,6 +61,7 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
+from .safety import safely
 from .version import __version__
 
 SCOPE = "hermes_otel"
@@ -118,7 +125,9 @@ def _otlp_exporter(signal: str, target: OTLPTarget):
         insecure = target.endpoint.startswith("http://")
         kwargs = {"insecure": insecure}
     else:
-        from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
+        from opentelemetry.exporter.otlp.proto.http import (
+            Compression as HttpCompression,
+        )
 
         module = {
             "traces": "opentelemetry.exporter.otlp.proto.http.trace_exporter",

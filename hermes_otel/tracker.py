@@ -14,8 +14,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -24,10 +25,9 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from . import content
 from . import semconv as sc
-from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 from .middleware.contract import LLM_REQUEST, TOOL_REQUEST
 from .middleware.layers import LayerTracer, RequestEvent
-
+from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 
 
 @dataclass

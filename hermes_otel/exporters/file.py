@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     MetricExporter,
@@ -32,8 +33,6 @@ from ..exporters.otlp_json import (
     encode_metrics_json,
     encode_spans_json,
 )
-
-from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord

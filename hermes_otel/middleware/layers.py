@@ -18,16 +18,17 @@ import contextvars
 import functools
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from .. import semconv as sc
-from ..semconv import DURATION_BUCKETS
 from ..safety import safely
+from ..semconv import DURATION_BUCKETS
 from . import contract, log_hygiene
 
 # Attribute names (documented in the telemetry reference).

@@ -1,0 +1,418 @@
+"""`make bench`: what the plugin costs real Hermes 0.19.0, against what the same telemetry costs the SDK.
+
+Every case alternates rounds with the plugin registered (through its real
+`register`) and without it, in one process, and reports medians:
+
+* agent thread: the added time of one call as the agent's thread sees it
+  (median of per-call times, plugin minus no plugin);
+* background: the builder's time for that call's telemetry (drained after
+  each round and timed), which runs while the agent waits on the network;
+* total: both, the CPU the process spends per call;
+* floor: the same spans, events, log records and metric points emitted
+  directly through the SDK with precomputed attributes, timed the same way.
+
+Writes benchmarks/results/latest.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+HOME = Path(tempfile.mkdtemp(prefix="hermes-otel-bench-"))
+os.environ["HERMES_HOME"] = str(HOME)  # before any Hermes import
+for _key in [k for k in os.environ if k.startswith("OTEL_")]:
+    del os.environ[_key]
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+
+import drivers  # noqa: E402
+from hermes_cli.plugins import get_plugin_manager  # noqa: E402
+from receiver import ReceiverProcess  # noqa: E402
+
+from hermes_otel import runtime  # noqa: E402
+from hermes_otel.bridge import _attributes  # noqa: E402
+from hermes_otel.deferred import DeferredTracer  # noqa: E402
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "9"))
+CALLS = int(os.environ.get("BENCH_CALLS", "300"))
+SOAK_TURNS = int(os.environ.get("BENCH_SOAK_TURNS", "10000"))
+PACE_S = float(os.environ.get("BENCH_PACE_S", "0.0005"))
+RESULTS = Path(__file__).parent / "results"
+
+
+# -- plugin on / off -------------------------------------------------------------
+
+
+class Plugin:
+    """Our plugin registered through Hermes with the given environment; switchable between rounds."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        for key in [k for k in os.environ if k.startswith("OTEL_")]:
+            del os.environ[key]
+        os.environ.update(env)
+        drivers.register_plugin()
+        self.manager = get_plugin_manager()
+        self.hooks = {name: list(cbs) for name, cbs in self.manager._hooks.items()}
+        self.state = (runtime._state.tracker, runtime._state.bridge)
+        self.telemetry = runtime.current_telemetry()
+
+    @property
+    def backlog(self):
+        return self.telemetry.backlog
+
+    def on(self) -> None:
+        self.manager._hooks.clear()
+        self.manager._hooks.update({name: list(cbs) for name, cbs in self.hooks.items()})
+        runtime._state.tracker, runtime._state.bridge = self.state
+
+    def off(self) -> None:
+        self.manager._hooks.clear()  # Hermes then skips building hook payloads (has_hook is False)
+        runtime._state.tracker, runtime._state.bridge = None, None
+
+    def flush(self) -> None:
+        """Everything queued so far built and exported (spans and logs; metrics are periodic)."""
+        self.backlog.drain()
+        self.telemetry.tracer_provider.force_flush(10_000)
+        self.telemetry.logger_provider.force_flush(10_000)
+
+    def close(self) -> None:
+        self.on()
+        runtime.shutdown()
+
+
+def _timed(fn: Callable[[int], Any], calls: int, pace_s: float = 0.0) -> list[float]:
+    """Per-call wall times; with `pace_s`, the caller idles between calls as an agent does while its
+    model thinks (the builder and exporters run then, as they would)."""
+    times = []
+    clock, sleep = time.perf_counter, time.sleep
+    for i in range(calls):
+        started = clock()
+        fn(i)
+        times.append(clock() - started)
+        if pace_s:
+            sleep(pace_s)
+    return times
+
+
+class Round:
+    """One round's clocks: wall time per call, the agent thread's CPU, and the whole process's CPU
+    (builder and exporter threads included, up to the end of a flush)."""
+
+    def __init__(self, plugin: Plugin, fn: Callable[[int], Any], calls: int) -> None:
+        cpu, thread = time.process_time(), time.thread_time()
+        self.wall = _timed(fn, calls, PACE_S)
+        self.thread = (time.thread_time() - thread) / calls
+        plugin.flush()
+        self.process = (time.process_time() - cpu) / calls
+
+
+def measure(plugin: Plugin, fn: Callable[[int], Any], calls: int = CALLS) -> dict:
+    """Alternate plugin-on and plugin-off rounds of `calls` calls; medians in µs."""
+    wall, thread, total, bare = [], [], [], []
+    for _ in range(ROUNDS):
+        plugin.on()
+        plugin.flush()
+        on = Round(plugin, fn, calls)
+        plugin.off()
+        off = Round(plugin, fn, calls)
+        wall.append((statistics.median(on.wall) - statistics.median(off.wall)) * 1e6)
+        thread.append((on.thread - off.thread) * 1e6)
+        total.append((on.process - off.process) * 1e6)
+        bare.append(statistics.median(off.wall) * 1e6)
+    plugin.on()
+    return {
+        "without_us": round(statistics.median(bare), 2),
+        "agent_wall_us": round(statistics.median(wall), 2),
+        "agent_cpu_us": round(statistics.median(thread), 2),
+        "total_cpu_us": round(statistics.median(total), 2),
+    }
+
+
+# -- the floor: the same telemetry straight through the SDK ------------------------
+
+
+def capture_one(plugin: Plugin, fn: Callable[[int], Any]) -> list[tuple]:
+    """What one call hands the builder: the spans, metric points and log records it emits."""
+    backlog = plugin.backlog
+    backlog.drain()
+    with backlog._running:  # hold the builder so the queue can be read
+        fn(10**6)
+        items = list(backlog._items)
+        backlog._items.clear()
+    ops, spans = [], {}
+    for fn_, args in items:
+        name = getattr(fn_, "__name__", "")
+        if name == "_begin":
+            spans[id(args[0])] = args[0]
+        elif name == "_finish":
+            span = args[0]
+            ops.append(("span", span.name, span.kind, {**span.start_attributes, **span.attributes},
+                        [(e[0], e[1]) for e in span.events], span.status))
+        elif name in ("record", "add"):
+            ops.append(("metric", fn_, args[0], args[1]))
+        elif name == "_emit_record":
+            hook, payload, _span, _ts, body = args
+            ops.append(("log", "hermes.observer." + hook, _attributes(hook, payload), body))
+    return ops
+
+
+def floor_fn(plugin: Plugin, ops: list[tuple]) -> Callable[[int], None]:
+    tracer = plugin.telemetry.tracer_provider.get_tracer("floor")
+    logger = plugin.telemetry.logger_provider.get_logger("floor")
+
+    def emit(_: int) -> None:
+        for op in ops:
+            if op[0] == "span":
+                span = tracer.start_span(op[1], kind=op[2], attributes=op[3])
+                for name, attributes in op[4]:
+                    span.add_event(name, attributes)
+                if op[5] is not None:
+                    span.set_status(op[5])
+                span.end()
+            elif op[0] == "metric":
+                op[1](op[2], op[3])
+            else:
+                logger.emit(event_name=op[1], attributes=op[2], body=op[3])
+
+    return emit
+
+
+def measure_floor(plugin: Plugin, ops: list[tuple]) -> dict:
+    """The same telemetry through the SDK on the agent's thread: its process CPU per call, and its wall median."""
+    emit = floor_fn(plugin, ops)
+    rounds = [Round(plugin, emit, CALLS) for _ in range(ROUNDS)]
+    return {"floor_cpu_us": round(statistics.median(r.process for r in rounds) * 1e6, 2),
+            "floor_wall_us": round(statistics.median(statistics.median(r.wall) for r in rounds) * 1e6, 2)}
+
+
+# -- cases ---------------------------------------------------------------------------
+
+
+def per_call_rows(plugin: Plugin, label: str) -> list[dict]:
+    hermes = drivers.Hermes()
+    messages = drivers.history(10)
+    rows = []
+    for layers in (0, 1):
+        drivers.install_layers(layers)
+        hermes.start_turn(0, messages)
+        for kind, fn in (("llm call", lambda i: hermes.llm_call(messages)), ("tool call", hermes.tool_call)):
+            row = {"case": f"{kind}, {layers} layer(s), {label}", **measure(plugin, fn)}
+            ops = capture_one(plugin, fn)
+            row.update(measure_floor(plugin, ops))
+            row["emitted"] = {k: sum(op[0] == k for op in ops) for k in ("span", "metric", "log")}
+            row["total_vs_floor"] = round(row["total_cpu_us"] / row["floor_cpu_us"], 2)
+            row["agent_vs_floor"] = round(row["agent_wall_us"] / row["floor_wall_us"], 2)
+            rows.append(row)
+        hermes.end_turn(messages)
+    drivers.install_layers(0)
+    return rows
+
+
+def history_rows(plugin: Plugin) -> list[dict]:
+    hermes = drivers.Hermes()
+    rows = []
+    for length in (10, 100, 1000):
+        messages = drivers.history(length)
+        rows.append({"case": f"turn (2 llm + 1 tool), {length} msgs", "history": length,
+                     **measure(plugin, lambda i: hermes.turn(i, messages), calls=max(CALLS // 4, 20))})
+    return rows
+
+
+def throughput(plugin: Plugin) -> dict:
+    """Observer events per second into the pipeline (one hook call = one log record), builder included."""
+    manager = get_plugin_manager()
+    payload = {"telemetry_schema_version": drivers.V1, "session_id": "s", "turn_id": "s:t:1", "platform": "cli",
+               "model": drivers.MODEL, "tool_name": "terminal", "status": "ok", "duration_ms": 3}
+    plugin.on()
+    plugin.backlog.drain()
+    count = CALLS * 20
+    started = time.perf_counter()
+    for _ in range(count):
+        manager.invoke_hook("transform_terminal_output", **payload)
+    hot = time.perf_counter() - started
+    plugin.backlog.drain()
+    elapsed = time.perf_counter() - started
+    return {"events": count, "events_per_s": round(count / elapsed), "agent_thread_events_per_s": round(count / hot)}
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def memory(plugin: Plugin, label: str) -> dict:
+    hermes = drivers.Hermes()
+    messages = drivers.history(10)
+    for i in range(500):  # warm-up: caches, first allocations
+        hermes.turn(i, messages)
+    plugin.backlog.drain()
+    gc.collect()
+    before = _rss_mb()
+    for i in range(SOAK_TURNS):
+        hermes.turn(i, messages)
+        if i % 200 == 0:
+            time.sleep(0.001)  # an agent waits on its model: let the builder and exporters run
+    plugin.backlog.drain()
+    gc.collect()
+    after = _rss_mb()
+    tracker = runtime.current_tracker()
+    return {"case": f"{SOAK_TURNS} turns, {label}", "rss_before_mb": round(before, 1), "rss_after_mb": round(after, 1),
+            "growth_mb": round(after - before, 1), "open_turns": tracker.open_turns() if tracker else None,
+            "backlog_dropped": plugin.backlog.dropped}
+
+
+def latency(plugin: Plugin, label: str, turns: int = 200) -> dict:
+    """Per-turn time as the agent sees it, with the agent idle between turns as while waiting on its model."""
+    hermes = drivers.Hermes()
+    messages = drivers.history(10)
+    samples = {"on": [], "off": []}
+    for i in range(turns):
+        for side in ("on", "off"):
+            getattr(plugin, side)()
+            started = time.perf_counter()
+            hermes.turn(i, messages)
+            samples[side].append(time.perf_counter() - started)
+            time.sleep(0.002)
+    plugin.on()
+
+    def pct(values: list[float], q: float) -> float:
+        return sorted(values)[min(int(q * len(values)), len(values) - 1)]
+
+    return {"case": label, **{f"added_{name}_us": round((pct(samples["on"], q) - pct(samples["off"], q)) * 1e6, 1)
+                              for name, q in (("p50", 0.5), ("p99", 0.99))}}
+
+
+# -- misbehaving collectors --------------------------------------------------------
+
+
+class Hanging:
+    """Accepts connections and never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.conns: list[socket.socket] = []
+        self.endpoint = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.conns.append(self.sock.accept()[0])
+            except OSError:
+                return
+
+
+class Slow:
+    """Answers every export with 200, after 5 s."""
+
+    def __init__(self, delay_s: float = 5.0) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                time.sleep(delay_s)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def _refused_endpoint() -> str:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}"
+
+
+def _env(endpoint: str | None = None, capture: bool = False, **extra: str) -> dict[str, str]:
+    env = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_AND_EVENT" if capture else "NO_CONTENT"}
+    if endpoint:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    env.update(extra)
+    return env
+
+
+def main() -> int:
+    report: dict[str, Any] = {"rounds": ROUNDS, "calls": CALLS, "cpus": os.cpu_count()}
+    per_call: list[dict] = []
+    with ReceiverProcess() as receiver:
+        for label, env in (
+            ("embedded files", _env()),
+            ("embedded files, capture on", _env(capture=True)),
+            ("OTLP loopback", _env(receiver.endpoint)),
+        ):
+            plugin = Plugin(env)
+            assert isinstance(plugin.telemetry.tracer, DeferredTracer)
+            per_call += per_call_rows(plugin, label)
+            if label == "embedded files":
+                report["history"] = history_rows(plugin)
+                report["throughput"] = throughput(plugin)
+                report["memory"] = [memory(plugin, "embedded files")]
+            if label == "OTLP loopback":
+                report["memory"].append(memory(plugin, "OTLP loopback"))
+                report["latency"] = [latency(plugin, "collector healthy (OTLP loopback)")]
+            plugin.close()
+    hanging, slow = Hanging(), Slow()
+    for label, endpoint in (("collector down (refused)", _refused_endpoint()), ("collector hanging", hanging.endpoint),
+                            ("collector slow (5 s)", slow.endpoint)):
+        plugin = Plugin(_env(endpoint, OTEL_EXPORTER_OTLP_TIMEOUT="5000"))
+        report["latency"].append(latency(plugin, label))
+        if label.startswith("collector down"):
+            report["memory"].append(memory(plugin, "collector down"))
+        started = time.perf_counter()
+        plugin.close()
+        report.setdefault("exit_s", {})[label] = round(time.perf_counter() - started, 2)
+    report["per_call"] = per_call
+    h = {row["history"]: row for row in report["history"]}
+    report["history_ratio_1000_vs_10"] = {
+        key: round(h[1000][key] / h[10][key], 2) for key in ("agent_wall_us", "total_cpu_us") if h[10][key] > 0}
+
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(report, indent=2, default=str))
+    _print(report)
+    return 0
+
+
+def _print(report: dict) -> None:
+    cols = ("without_us", "agent_wall_us", "agent_cpu_us", "total_cpu_us", "floor_wall_us", "floor_cpu_us",
+            "agent_vs_floor", "total_vs_floor")
+    rows = report["per_call"] + report["history"]
+    width = max(len(r["case"]) for r in rows)
+    print(f"µs per call, medians of {report['rounds']} rounds × {report['calls']} calls ({report['cpus']} cpus)")
+    print(f"{'case':<{width}}  " + "  ".join(f"{c.removesuffix('_us'):>12}" for c in cols))
+    for r in rows:
+        print(f"{r['case']:<{width}}  " + "  ".join(f"{r.get(c, ''):>12}" for c in cols))
+    print(f"added per turn, 1000 vs 10 history messages: {report['history_ratio_1000_vs_10']}")
+    print(f"throughput: {report['throughput']}")
+    for m in report["memory"]:
+        print(f"memory: {m}")
+    for lat in report["latency"]:
+        print(f"latency: {lat}")
+    print(f"exit: {report['exit_s']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
