@@ -184,13 +184,17 @@ def server_attributes(base_url: Any) -> dict[str, Any]:
     return attrs
 
 
+_MISSING = object()
+
+
 def _get(obj: Any, name: str) -> Any:
     """Attribute or key access that works on SDK objects, namespaces and dicts."""
-    if type(obj) is dict:  # the common case, without the cost of an ABC check
+    if type(obj) is dict:  # the common cases first, without the cost of an ABC check
         return obj.get(name)
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
+    value = getattr(obj, name, _MISSING)
+    if value is not _MISSING:
+        return value
+    return obj.get(name) if isinstance(obj, Mapping) else None
 
 
 def _num(value: Any, kind: type) -> Any:
@@ -213,12 +217,12 @@ def chat_request_attributes(request: Any, context: Mapping[str, Any]) -> dict[st
         attrs[REQUEST_MODEL] = str(model)
     if isinstance(request, Mapping):
         for key, name, kind in _REQUEST_SCALARS:
-            value = _num(request.get(key), kind)
-            if value is not None:
+            value = request.get(key)
+            if value is not None and (value := _num(value, kind)) is not None:
                 attrs[name] = value
         for key in _MAX_TOKENS_KEYS:
-            value = _num(request.get(key), int)
-            if value is not None:
+            value = request.get(key)
+            if value is not None and (value := _num(value, int)) is not None:
                 attrs[REQUEST_MAX_TOKENS] = value
                 break
         stop = request.get("stop")
