@@ -22,7 +22,7 @@ from . import _log, content
 from . import semconv as sc
 from .deferred import Backlog, Inline
 from .middleware.contract import OBSERVER_SCHEMA_VERSION
-from .safety import safely
+from .safety import report, safely
 from .tracker import Tracker
 
 SCHEMA_ATTR = "hermes.telemetry_schema_version"
@@ -82,10 +82,11 @@ class ObserverBridge:
         self._capture = capture
         self._metrics = _Instruments(meter) if meter is not None else None
         self._backlog = backlog if backlog is not None else Inline()
+        self._content_in_events = content.in_events(capture)
 
     def on_hook(self, hook: str, payload: Mapping[str, Any]) -> None:
         schema = payload.get("telemetry_schema_version")
-        if not (isinstance(schema, str) and schema == OBSERVER_SCHEMA_VERSION):
+        if not (type(schema) is str and schema == OBSERVER_SCHEMA_VERSION):  # hostile objects may fail __eq__
             _log.once(
                 f"schema:{content.redact_text(_short(schema), 80)}",
                 "hermes-otel: observer payload with schema %s (expected %r); exported best-effort",
@@ -95,17 +96,25 @@ class ObserverBridge:
         if hook not in KNOWN_HOOKS:
             _log.once(f"hook:{hook}", "hermes-otel: unknown observer hook %r; exported best-effort", hook)
         # Each step fails open on its own: a payload that breaks the span view still gets its record.
-        span = safely(self._tracker.span_for, payload)
+        span_for = self._tracker.span_for
+        try:
+            span = span_for(payload)
+        except Exception as exc:  # noqa: BLE001
+            report(span_for, exc)
+            span = None
         handler = _SPAN_HANDLERS.get(hook)
         if handler is not None:
-            safely(handler, self, payload)
-        if span is None:
-            span = safely(self._tracker.span_for, payload)
+            try:
+                handler(self, payload)
+            except Exception as exc:  # noqa: BLE001
+                report(handler, exc)
+            if span is None:
+                span = safely(span_for, payload)
         self._emit(hook, payload, span)
 
     def _emit(self, hook: str, payload: Mapping[str, Any], span) -> None:
         body = None
-        if content.in_events(self._capture):
+        if self._content_in_events:
             # Content is read now: the objects behind it may change once the hook returns.
             body = {k: content.sanitize(payload[k]) for k in CONTENT_KEYS if k in payload}
         # `payload` is this call's own kwargs dict and attributes read only its immutable

@@ -93,10 +93,15 @@ class Backlog:
 
     def defer(self, fn: Callable[..., Any], *args: Any) -> None:
         items = self._items
-        if len(items) >= self._limit:
+        queued = len(items)
+        if queued >= self._limit:
             self._drop()
-            return
-        self.defer_always(fn, *args)
+        elif self._stopped:
+            _run(fn, args)
+        else:
+            items.append((fn, args))
+            if queued == 0 or queued + 1 == self._wake_at:
+                self._wake.set()
 
     def defer_always(self, fn: Callable[..., Any], *args: Any) -> None:
         if self._stopped:  # after shutdown: nothing will run later, so run now (fail-open, nothing lost)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 
 from . import runtime
 from .bridge import KNOWN_HOOKS
-from .safety import safely
+from .safety import report, safely
 
 _SESSION_END = frozenset({"on_session_finalize", "on_session_reset"})
 
@@ -30,9 +30,12 @@ def hook_names() -> list[str]:
 
 def _callback(name: str) -> Callable[..., None]:
     def on_hook(**payload: Any) -> None:
-        bridge = runtime.current_bridge()
+        bridge = runtime._state.bridge
         if bridge is not None:
-            safely(bridge.on_hook, name, payload)
+            try:
+                bridge.on_hook(name, payload)
+            except Exception as exc:  # noqa: BLE001 - never into Hermes
+                report(bridge.on_hook, exc)
         if name in _SESSION_END:
             # The real end of a session (CLI exit, gateway /new or expiry): start a
             # bounded flush in the background. The gateway fires this on its event

@@ -14,13 +14,18 @@ def safely(fn: Callable[..., T], *args: Any) -> T | None:
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 - by design: telemetry must not break the agent
-        name = getattr(fn, "__qualname__", repr(fn))
-        _log.once(
-            f"internal:{name}:{type(exc).__name__}",
-            "hermes-otel: internal error in %s (%s: %s); telemetry for this call is incomplete",
-            name,
-            type(exc).__name__,
-            exc,
-            exc_info=True,
-        )
+        report(fn, exc)
         return None
+
+
+def report(fn: Any, exc: BaseException) -> None:
+    """Log an internal fault in `fn` once (hot paths catch inline and call this)."""
+    name = getattr(fn, "__qualname__", repr(fn))
+    _log.once(
+        f"internal:{name}:{type(exc).__name__}",
+        "hermes-otel: internal error in %s (%s: %s); telemetry for this call is incomplete",
+        name,
+        type(exc).__name__,
+        exc,
+        exc_info=True,
+    )

@@ -33,7 +33,7 @@ from opentelemetry import trace
 
 from ..middleware import contract
 from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy
-from ..safety import safely
+from ..safety import report, safely
 from ..tracker import Tracker
 
 MODULE = "hermes_cli.middleware"
@@ -168,19 +168,25 @@ class HermesInstrumentor:
 
     def _wrap_llm(self, wrapped, instance, args, kwargs):
         tracker = self._tracker()
-        request = args[0] if args else kwargs.get("request")
-        call = safely(tracker.start_chat, request, kwargs) if tracker is not None else None
-        if call is None:
+        if tracker is None:
+            return wrapped(*args, **kwargs)
+        try:
+            call = tracker.start_chat(args[0] if args else kwargs.get("request"), kwargs)
+        except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
+            report(tracker.start_chat, exc)
             return wrapped(*args, **kwargs)
         token = otel_context.attach(trace.set_span_in_context(call.span))
         try:
             response = wrapped(*args, **kwargs)
         except BaseException as exc:
+            otel_context.detach(token)
             safely(tracker.finish_chat, call, None, exc)
             raise
-        finally:
-            otel_context.detach(token)
-        safely(tracker.finish_chat, call, response)
+        otel_context.detach(token)
+        try:
+            tracker.finish_chat(call, response)
+        except Exception as exc:  # noqa: BLE001
+            report(tracker.finish_chat, exc)
         return response
 
     def _wrap_tool(self, wrapped, instance, args, kwargs):
@@ -189,20 +195,26 @@ class HermesInstrumentor:
         key = _tool_key(tool_name, kwargs)
         if tracker is None or _ACTIVE_TOOL.get() == key:
             return wrapped(*args, **kwargs)
-        call = safely(tracker.start_tool, tool_name, kwargs, args[1] if len(args) > 1 else kwargs.get("args"))
-        if call is None:
+        try:
+            call = tracker.start_tool(tool_name, kwargs, args[1] if len(args) > 1 else kwargs.get("args"))
+        except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
+            report(tracker.start_tool, exc)
             return wrapped(*args, **kwargs)
         marker = _ACTIVE_TOOL.set(key)
         token = otel_context.attach(trace.set_span_in_context(call.span))
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            safely(tracker.finish_tool, call, kwargs, exc)
-            raise
-        finally:
             otel_context.detach(token)
             _ACTIVE_TOOL.reset(marker)
-        safely(tracker.finish_tool, call, kwargs)
+            safely(tracker.finish_tool, call, kwargs, exc)
+            raise
+        otel_context.detach(token)
+        _ACTIVE_TOOL.reset(marker)
+        try:
+            tracker.finish_tool(call, kwargs)
+        except Exception as exc:  # noqa: BLE001
+            report(tracker.finish_tool, exc)
         return result
 
     def _wrap_chain(self, wrapped, instance, args, kwargs):
