@@ -56,7 +56,10 @@ def test_metrics_are_served_with_prometheus_names(pull, tmp_path):
     meter = built.meter
     meter.create_histogram("gen_ai.client.operation.duration", unit="s").record(0.25, {"gen_ai.operation.name": "chat"})
     meter.create_counter("hermes.tool.calls", unit="{call}").add(2, {"gen_ai.tool.name": "terminal"})
+    built.force_flush(2)  # our flush at session end must not duplicate series in the next scrape
     text = urllib.request.urlopen(url, timeout=5).read().decode()
+    samples = [line.rsplit(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(samples) == len(set(samples))
     assert 'gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name="chat"' in text
     assert 'hermes_tool_calls_total{gen_ai_tool_name="terminal"' in text
     assert 'hermes_otel_exporter_dropped_total{hermes_otel_signal="traces"' in text
