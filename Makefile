@@ -49,7 +49,7 @@ backends: $(PROMETHEUS) $(PHOENIX_STAMP)  ## fetch the real backends the live te
 test: $(VENV)/.test-installed backends  ## the whole suite (unit + real Hermes integration + live backends)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-unit: $(VENV)/.test-installed backends
+unit: $(VENV)/.test-installed $(PROMETHEUS)  ## promtool checks the dashboards
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
 
 integration: $(VENV)/.test-installed backends
