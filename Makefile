@@ -4,7 +4,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test unit integration bench docs clean
+# Real backends for the live tests, cached outside the tracked files (.cache/ is gitignored).
+CACHE  ?= .cache
+PROMETHEUS      := $(CACHE)/prometheus/usr/bin/prometheus
+PHOENIX_VERSION := 20.26.1
+PHOENIX_STAMP   := $(CACHE)/phoenix-venv/.installed-$(PHOENIX_VERSION)
+export HERMES_OTEL_BACKENDS := $(abspath $(CACHE))
+
+.PHONY: demo test unit integration bench docs backends clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,20 +29,39 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.demo-installed  ## run a real Hermes session and show its trace
 	$(BIN)/hermes-otel demo
 
-test: $(VENV)/.test-installed  ## the whole suite (unit + real Hermes integration)
+# Prometheus (Debian package, promtool included), unpacked without installing anything.
+$(PROMETHEUS):
+	mkdir -p $(CACHE)/deb
+	cd $(CACHE)/deb && { apt-get download prometheus || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download prometheus; }; }
+	dpkg -x "$$(ls -t $(CACHE)/deb/prometheus_*.deb | head -n 1)" $(CACHE)/prometheus
+	test -x $@
+
+# Arize Phoenix in a venv of its own (~850 MB), never in the project's.
+$(PHOENIX_STAMP):
+	rm -rf $(CACHE)/phoenix-venv
+	$(PYTHON) -m venv $(CACHE)/phoenix-venv
+	$(CACHE)/phoenix-venv/bin/python -m pip --disable-pip-version-check -q install 'arize-phoenix==$(PHOENIX_VERSION)'
+	test -x $(CACHE)/phoenix-venv/bin/phoenix
+	@touch $@
+
+backends: $(PROMETHEUS) $(PHOENIX_STAMP)  ## fetch the real backends the live tests start
+
+test: $(VENV)/.test-installed backends  ## the whole suite (unit + real Hermes integration + live backends)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-unit: $(VENV)/.test-installed
+unit: $(VENV)/.test-installed $(PROMETHEUS)  ## promtool checks the dashboards
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
 
-integration: $(VENV)/.test-installed
+integration: $(VENV)/.test-installed backends
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
 bench: $(VENV)/.test-installed  ## overhead vs the SDK floor, history, throughput, memory, dead collectors (writes benchmarks/results/latest.json)
 	$(BIN)/python benchmarks/run.py
 
-docs: $(VENV)/.test-installed  ## regenerate the reference pages from the code
+docs: $(VENV)/.test-installed  ## regenerate the reference pages and dashboards, build the site into site/
 	$(BIN)/python -m hermes_otel.reference docs
+	$(BIN)/python -m grafana.dashboards
+	$(BIN)/python -m mkdocs build --strict --clean --site-dir site
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

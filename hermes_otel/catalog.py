@@ -108,6 +108,7 @@ ATTRIBUTES: dict[str, str] = {
     mw.NAME: "A rewrite's `name`, when given.",
     mw.TERMINAL: "On the innermost span of a chain: the real provider or tool call.",
     "hermes.link.type": "On a turn's span link: `previous_turn`.",
+    "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof` or `relay` (metric attribute).",
 }
 
 SPANS: tuple[SpanDoc, ...] = (
@@ -235,6 +236,13 @@ METRICS: tuple[MetricDoc, ...] = (
     MetricDoc(
         "hermes.middleware.rewrites", "counter", "{rewrite}", "Request-middleware payload replacements.",
         (mw.KIND, mw.SOURCE),
+    ),
+    MetricDoc(
+        "hermes.otel.exporter.dropped", "counter", "{item}",
+        "Telemetry items our exporters dropped (failed exports, full queues), by signal (`traces`, `logs`, "
+        "`metrics`, `atof`, `relay`, and `builder` for work the background builder's full queue refused); "
+        "0 when healthy.",
+        ("hermes.otel.signal",),
     ),
 )
 

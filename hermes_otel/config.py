@@ -100,6 +100,9 @@ class Settings:
     metric_export_interval_ms: int = 60000
     logs_enabled: bool = True
     metrics_enabled: bool = True
+    metrics_exporter: str = "otlp"  # otlp (push: OTLP or file) | prometheus (pull)
+    prometheus_host: str = "localhost"
+    prometheus_port: int = 9464
     atof_sinks: tuple = ()  # FileSinkConfig | StreamSinkConfig (exporters.atof)
     atof_full_payloads: bool = False
     relay_span_endpoints: tuple[RelayEndpoint, ...] = ()
@@ -621,7 +624,10 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
         sampler_arg=get("sampler.arg"),
         metric_export_interval_ms=get("metrics.export_interval_millis"),
         logs_enabled=get("logs.enabled"),
-        metrics_enabled=get("metrics.enabled"),
+        metrics_enabled=get("metrics.enabled") and get("metrics.exporter") != "none",
+        metrics_exporter=get("metrics.exporter"),
+        prometheus_host=get("prometheus.host"),
+        prometheus_port=get("prometheus.port"),
         atof_sinks=_atof_sinks(values.get("atof.sinks", ())),
         atof_full_payloads=bool(values.get("atof.full_payloads", False)),
         relay_span_endpoints=values.get("relay.spans", ()),
@@ -658,7 +664,10 @@ def masked(settings: Settings) -> dict[str, Any]:
             "signals": sorted(settings.file_signals),
         },
         "otlp": {},
+        "metrics_exporter": settings.metrics_exporter if settings.metrics_enabled else "none",
     }
+    if settings.metrics_enabled and settings.metrics_exporter == "prometheus":
+        data["prometheus"] = f"http://{settings.prometheus_host}:{settings.prometheus_port}/metrics"
     data["atof_sinks"] = [
         {"type": "file", "path": str(Path(s.output_directory) / s.filename), "mode": s.mode}
         if hasattr(s, "output_directory")

@@ -23,6 +23,7 @@ POLICY_VALUES = ("ignore", "warn", "error")
 CAPTURE_MODES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
 PROTOCOLS = ("http/protobuf", "grpc")
 COMPRESSIONS = ("none", "gzip")
+METRICS_EXPORTERS = ("otlp", "prometheus", "none")
 SAMPLERS = (
     "always_on",
     "always_off",
@@ -188,6 +189,33 @@ FIELDS: tuple[Field, ...] = (
         "Metric export interval.",
         env="OTEL_METRIC_EXPORT_INTERVAL",
         minimum=100,
+    ),
+    Field(
+        "metrics.exporter",
+        str,
+        "otlp",
+        "How metrics leave the process: `otlp` pushes them (OTLP, or the embedded file default); `prometheus` "
+        "serves them for a Prometheus to scrape at `http://{prometheus.host}:{prometheus.port}/metrics` (needs "
+        "the `prometheus` extra: `pip install 'hermes-otel[prometheus]'`; without it, reported once and `otlp` "
+        "is used); `none` turns metrics off.",
+        env="OTEL_METRICS_EXPORTER",
+        choices=METRICS_EXPORTERS,
+    ),
+    Field(
+        "prometheus.host",
+        str,
+        "localhost",
+        "Address the Prometheus pull endpoint listens on (`metrics.exporter = \"prometheus\"`).",
+        env="OTEL_EXPORTER_PROMETHEUS_HOST",
+    ),
+    Field(
+        "prometheus.port",
+        int,
+        9464,
+        "Port of the Prometheus pull endpoint.",
+        env="OTEL_EXPORTER_PROMETHEUS_PORT",
+        minimum=1,
+        maximum=65535,
     ),
     Field("logs.enabled", bool, True, "Export the observer log stream."),
     Field("metrics.enabled", bool, True, "Export metrics."),

@@ -39,6 +39,7 @@ from opentelemetry.trace import (
 )
 
 from . import _log
+from .exporters.health import health
 
 _YIELD_EVERY = 8  # items between GIL hand-backs (~0.2 ms of building)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -155,6 +156,7 @@ class Backlog:
 
     def _drop(self) -> None:
         self.dropped += 1
+        health.dropped["builder"] += 1  # exported as hermes.otel.exporter.dropped{hermes.otel.signal="builder"}
         _log.once(
             "backlog:full",
             "hermes-otel: telemetry backlog full (%d items); dropping new telemetry until the builder catches up",

@@ -304,6 +304,34 @@ def _atof_processor(settings: Settings):
     return AtofSpanProcessor(sinks, settings.atof_full_payloads) if sinks else None
 
 
+DROPPED_METRIC = "hermes.otel.exporter.dropped"
+SIGNAL_ATTR = "hermes.otel.signal"
+_DROP_SIGNALS = ("traces", "logs", "metrics")  # always reported (0 is news too); atof/relay once they drop
+
+
+def _observe_drops(meter_provider: MeterProvider) -> None:
+    """Our exporters' drop counts (health.dropped) as a metric, read only when metrics are collected."""
+    from opentelemetry.metrics import Observation
+
+    def observe(_options):
+        counts = dict.fromkeys(_DROP_SIGNALS, 0) | dict(health.dropped)
+        return [Observation(n, {SIGNAL_ATTR: signal}) for signal, n in sorted(counts.items())]
+
+    meter_provider.get_meter(SCOPE, __version__).create_observable_counter(
+        DROPPED_METRIC, callbacks=[observe], unit="{item}",
+        description="Telemetry items our exporters dropped (failed exports, full queues), by signal.",
+    )
+
+
+def _pull_reader(settings: Settings):
+    """The Prometheus pull reader when chosen and available (else None: metrics are pushed)."""
+    if not (settings.metrics_enabled and settings.metrics_exporter == "prometheus"):
+        return None
+    from .exporters.prometheus import pull_reader
+
+    return safely(pull_reader, settings.prometheus_host, settings.prometheus_port)
+
+
 def build(settings: Settings) -> Telemetry:
     """Providers, processors and exporters for `settings` (no globals touched)."""
     resource = build_resource(settings)
@@ -359,13 +387,14 @@ def build(settings: Settings) -> Telemetry:
             )
         )
 
+    pull = _pull_reader(settings)
     metric_exporters: list[MetricExporter] = (
-        _exporters("metrics", settings, writers) if settings.metrics_enabled else []
+        _exporters("metrics", settings, writers) if settings.metrics_enabled and pull is None else []
     )
     readers = [
         PeriodicExportingMetricReader(exporter, export_interval_millis=settings.metric_export_interval_ms)
         for exporter in metric_exporters
-    ]
+    ] + ([pull] if pull is not None else [])
     for target in plan.relay_metric_targets:
         exporter = safely(_otlp_exporter, "metrics", target)
         if exporter is not None:
@@ -373,6 +402,7 @@ def build(settings: Settings) -> Telemetry:
                 PeriodicExportingMetricReader(exporter, export_interval_millis=settings.relay_metric_interval_ms)
             )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    safely(_observe_drops, meter_provider)
     return Telemetry(settings, tracer_provider, meter_provider, logger_provider, backlog=new_backlog(settings))
 
 

@@ -1,0 +1,211 @@
+"""One real Hermes run feeds two real backends: a Prometheus (Debian package) scraping our pull
+endpoint, and Arize Phoenix receiving our OTLP traces. The dashboards' queries are checked
+against the first, the trace as Phoenix understood it against the second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from hermes_otel.testing.fake_llm import Reply, ToolCall
+from tests.harness import dashboards as dq
+from tests.harness.backends import Phoenix, Prometheus, free_port, wait_until
+from tests.harness.hermes import install_test_plugins, write_home
+
+pytestmark = pytest.mark.hermes
+
+PROJECT = "hermes-otel-live"
+TURNS = 2
+# Panels that only the Collector's spanmetrics connector feeds (no Collector binary is
+# obtainable here). Everything else must answer from a real run.
+SPANMETRICS_FED = {
+    ("hermes-ops-overview.json", "Span calls per operation"),
+    ("hermes-ops-overview.json", "Middleware span latency p95 (exemplars)"),
+    ("hermes-trace-drilldown.json", "Operation latency p95 from spans (exemplars)"),
+}
+# Queries whose healthy value is exactly zero (no drops in a healthy pipeline).
+ZERO_EXPECTED = {("hermes-ops-overview.json", "Exporter drops")}
+
+
+def _script() -> list[Reply]:
+    """One turn: a failed provider attempt and its retry, a tool that works, a tool that fails, an answer."""
+    return [
+        Reply.error(500, "overloaded"),
+        Reply.tools(ToolCall("terminal", {"command": "echo live"}, id="call_ok")),
+        Reply.tools(ToolCall("read_file", {"path": "/nonexistent/hermes-otel-live.txt"}, id="call_err")),
+        Reply.text("done"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def live(llm) -> Iterator[dict]:
+    from hermes_cli.plugins import discover_plugins
+    from run_agent import AIAgent
+
+    from hermes_otel import runtime
+    from hermes_otel.exporters import prometheus as pull
+
+    home = Path(os.environ["HERMES_HOME"])
+    with contextlib.ExitStack() as stack:  # unwinds: environment, home, plugins, endpoint, Prometheus, Phoenix
+        phoenix = Phoenix()
+        stack.callback(phoenix.stop)
+        phoenix.start()
+        metrics_port = free_port()
+        prom = Prometheus(f"127.0.0.1:{metrics_port}")
+        stack.callback(prom.stop)
+        prom.start()
+        stack.callback(pull.stop)
+        stack.callback(discover_plugins, force=True)  # back to the session's configuration
+        stack.callback(write_home, home, llm.base_url)
+        mp = stack.enter_context(pytest.MonkeyPatch.context())
+        mp.setenv("OTEL_METRICS_EXPORTER", "prometheus")
+        mp.setenv("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
+        mp.setenv("OTEL_EXPORTER_PROMETHEUS_PORT", str(metrics_port))
+        mp.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", phoenix.otlp_traces)
+        mp.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
+        mp.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        install_test_plugins(home)
+        write_home(home, llm.base_url, plugins=("mw_alpha", "mw_beta"))
+        discover_plugins(force=True)
+        agent = AIAgent(
+            base_url=llm.base_url, api_key="sk-fake-test-key", provider="custom", model="fake-model",
+            enabled_toolsets=["terminal", "file"], quiet_mode=True, skip_context_files=True, skip_memory=True,
+            max_iterations=6, platform="cli",
+        )
+        history = None
+        for turn in range(TURNS):
+            llm.push(*_script())
+            result = agent.run_conversation(f"live turn {turn}", conversation_history=history)
+            assert result["final_response"] == "done"
+            history = result["messages"]
+            runtime.flush(5)
+            # Prometheus holds this turn before the next starts: rate() sees each turn as a change.
+            done = f"sum(gen_ai_invoke_agent_duration_seconds_count) == {turn + 1}"
+            wait_until(lambda: prom.query(done), 30, f"turn {turn + 1} in Prometheus")
+        yield {"prometheus": prom, "phoenix": phoenix}
+
+
+# -- Prometheus -----------------------------------------------------------------------------------
+
+
+def test_every_panel_fed_by_our_metrics_returns_data(live):
+    prom: Prometheus = live["prometheus"]
+    checked, skipped = [], set()
+    for query in dq.prometheus_queries():
+        key = (query.dashboard, query.panel)
+        if query.spanmetrics_fed:
+            skipped.add(key)
+            continue
+        result = prom.query(dq.concrete(query.expr))
+        values = [float(r["value"][1]) for r in result]
+        assert values, f"{key}: no data for {query.expr}"
+        assert all(math.isfinite(v) for v in values), (key, result)
+        if key in ZERO_EXPECTED:
+            assert set(values) == {0.0}, (key, result)
+        else:
+            assert max(values) > 0, (key, result)
+        checked.append(key)
+    assert skipped == SPANMETRICS_FED  # nothing escapes the live check silently
+    panels = {(q.dashboard, q.panel) for q in dq.prometheus_queries()}
+    assert set(checked) == panels - SPANMETRICS_FED
+
+
+def test_panel_values_match_the_run(live):
+    prom: Prometheus = live["prometheus"]
+
+    def one(expr: str) -> dict[str, float]:
+        return {json.dumps(r["metric"], sort_keys=True): float(r["value"][1]) for r in prom.query(expr)}
+
+    def single(expr: str) -> float:
+        (value,) = one(expr).values()
+        return value
+
+    assert single("sum(gen_ai_invoke_agent_duration_seconds_count)") == TURNS
+    # Per turn: 4 provider attempts (one failed with a 500), a good and a failing tool call.
+    assert single('sum(gen_ai_client_operation_duration_seconds_count{error_type="InternalServerError"})') == TURNS
+    assert single("sum(gen_ai_client_operation_duration_seconds_count)") == 4 * TURNS
+    assert single('sum(hermes_tool_calls_total{gen_ai_tool_name="read_file", hermes_tool_status="error"})') == TURNS
+    assert single('sum(hermes_tool_calls_total{gen_ai_tool_name="terminal", hermes_tool_status="ok"})') == TURNS
+    assert single('sum(hermes_api_errors_total{http_response_status_code="500"})') == TURNS
+    # The fake server reports 11 input and 7 output tokens per successful call.
+    tokens = one("sum by (gen_ai_token_type) (gen_ai_client_token_usage_sum)")
+    assert sorted(tokens.values()) == [7.0 * 3 * TURNS, 11.0 * 3 * TURNS]
+    # mw_beta's llm_execution layer raises before next_call on every attempt: fail-open, counted per layer.
+    fail_open = one('sum by (hermes_middleware_plugin) (hermes_middleware_duration_seconds_count{'
+                    'hermes_middleware_outcome="fail_open"})')
+    assert fail_open == {'{"hermes_middleware_plugin": "mw_beta"}': 4.0 * TURNS}
+    rewrites = one("sum by (hermes_middleware_kind, hermes_middleware_source) (hermes_middleware_rewrites_total)")
+    assert rewrites[json.dumps({"hermes_middleware_kind": "llm_request", "hermes_middleware_source": "alpha"})] == 4 * TURNS
+    assert rewrites[json.dumps({"hermes_middleware_kind": "llm_request", "hermes_middleware_source": "plugin"})] == 4 * TURNS
+    labels = dq.model_variable_values(prom)
+    assert labels == ["fake-model"]
+
+
+# -- Phoenix ----------------------------------------------------------------------------------------
+
+
+def _phoenix_spans(phoenix: Phoenix, count: int) -> list[dict]:
+    return wait_until(
+        lambda: (s := phoenix.spans(PROJECT)) and sum(x["name"] == "invoke_agent hermes" for x in s) >= count and s,
+        30, "both turns in Phoenix",
+    )
+
+
+def test_phoenix_reads_back_the_trace_tree_and_genai_attributes(live):
+    phoenix: Phoenix = live["phoenix"]
+    spans = _phoenix_spans(phoenix, TURNS)
+    by_id = {s["context"]["span_id"]: s for s in spans}
+    roots = sorted((s for s in spans if s["name"] == "invoke_agent hermes"), key=lambda s: s["start_time"])
+    assert len(roots) == TURNS and all(r["parent_id"] is None for r in roots)
+    for root in roots:
+        trace = [s for s in spans if s["context"]["trace_id"] == root["context"]["trace_id"]]
+        children = sorted((s for s in trace if s["parent_id"] == root["context"]["span_id"]),
+                          key=lambda s: s["start_time"])
+        assert [s["name"] for s in children] == [
+            "chat fake-model", "chat fake-model", "execute_tool terminal", "chat fake-model",
+            "execute_tool read_file", "chat fake-model",
+        ]
+        # Middleware layers nest inside the calls, in chain order, in Phoenix too.
+        for chat in (s for s in children if s["name"] == "chat fake-model"):
+            layers = [s for s in trace if s["parent_id"] == chat["context"]["span_id"]]
+            assert [s["name"] for s in layers] == ["llm_execution mw_alpha"]
+            beta, provider = sorted((s for s in trace if s["parent_id"] == layers[0]["context"]["span_id"]),
+                                    key=lambda s: s["start_time"])
+            assert provider["name"] == "provider_call fake-model"
+            assert beta["name"] == "llm_execution mw_beta" and beta["status_code"] == "ERROR"
+            assert beta["attributes"]["hermes.middleware.outcome"] == "fail_open"
+        assert all(by_id[s["parent_id"]]["context"]["trace_id"] == root["context"]["trace_id"]
+                   for s in trace if s["parent_id"])
+
+    kinds = {s["name"]: s["span_kind"] for s in spans if s["name"].split(" ")[0] in ("invoke_agent", "chat",
+                                                                                     "execute_tool")}
+    assert kinds == {"invoke_agent hermes": "AGENT", "chat fake-model": "LLM", "execute_tool terminal": "TOOL",
+                     "execute_tool read_file": "TOOL"}
+    chats = [s for s in spans if s["name"] == "chat fake-model" and s["status_code"] != "ERROR"]
+    assert len(chats) == 3 * TURNS
+    for chat in chats:
+        a = chat["attributes"]
+        assert (a["llm.token_count.prompt"], a["llm.token_count.completion"]) == (11, 7)
+        assert a["gen_ai.request.model"] == "fake-model" and a["gen_ai.operation.name"] == "chat"
+    failed = [s for s in spans if s["name"] == "chat fake-model" and s["status_code"] == "ERROR"]
+    assert len(failed) == TURNS and all(s["attributes"]["error.type"] == "InternalServerError" for s in failed)
+    bad_tool = [s for s in spans if s["name"] == "execute_tool read_file"]
+    assert all(s["status_code"] == "ERROR" and s["attributes"]["hermes.tool.status"] == "error" for s in bad_tool)
+
+
+def test_phoenix_groups_the_turns_into_one_session(live):
+    phoenix: Phoenix = live["phoenix"]
+    spans = _phoenix_spans(phoenix, TURNS)
+    roots = [s for s in spans if s["name"] == "invoke_agent hermes"]
+    (conversation,) = {r["attributes"]["gen_ai.conversation.id"] for r in roots}
+    session = phoenix.session(conversation)
+    assert session["session_id"] == conversation
+    assert sorted(t["trace_id"] for t in session["traces"]) == sorted(r["context"]["trace_id"] for r in roots)
+
