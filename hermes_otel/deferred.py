@@ -217,7 +217,7 @@ class DeferredTracer(trace.Tracer):
         tracer.id_generator = self._ids  # this tracer object is ours alone (get_tracer returns a new one)
         self._sampler = tracer.sampler
         # The default ParentBased sampler follows a local parent's decision: no need to ask it per child.
-        self._follows_local_parent = (
+        self.follows_local_parent = (
             isinstance(self._sampler, ParentBased)
             and getattr(self._sampler, "_local_parent_sampled", None) is ALWAYS_ON
             and getattr(self._sampler, "_local_parent_not_sampled", None) is ALWAYS_OFF
@@ -238,7 +238,7 @@ class DeferredTracer(trace.Tracer):
     ) -> trace.Span:
         # Ids, flags and trace state exactly as the SDK tracer would set them (see its start_span).
         parent = trace.get_current_span(context).get_span_context()
-        if parent.is_valid and not parent.is_remote and self._follows_local_parent:
+        if parent.is_valid and not parent.is_remote and self.follows_local_parent:
             span_context = SpanContext(
                 parent.trace_id, random.getrandbits(64) or 1, False, parent.trace_flags, parent.trace_state
             )
@@ -264,12 +264,27 @@ class DeferredTracer(trace.Tracer):
         self.backlog.defer(self._begin, span)
         return span
 
+    def start_lazy(self, describe: Callable[..., tuple[str, dict]], args: tuple, *, context: otel_context.Context | None,
+                   kind: SpanKind) -> trace.Span:
+        """A span whose name and start attributes `describe(*args)` computes later, on the builder thread.
+
+        Only for children of a local parent (the sampler needs no attributes then); `args` must be
+        values the caller will not change.
+        """
+        span = self.start_span("", context, kind)
+        if isinstance(span, DeferredSpan):
+            span.describe = (describe, args)
+        return span
+
     def start_as_current_span(self, name: str, *args: Any, **kwargs: Any):  # type: ignore[override]
         return trace.use_span(self.start_span(name, *args, **kwargs), end_on_exit=True)
 
     # -- on the builder thread -------------------------------------------------
 
     def _begin(self, span: "DeferredSpan") -> None:
+        if span.describe is not None:
+            describe, args = span.describe
+            span.name, span.start_attributes = describe(*args)
         parent = trace.set_span_in_context(NonRecordingSpan(span.parent)) if span.parent else otel_context.Context()
         self._ids.preset(span.context.trace_id, span.context.span_id)
         span.built = self._tracer.start_span(
@@ -300,7 +315,7 @@ class DeferredSpan(trace.Span):
     """What the agent's thread records of a span; see the module docstring."""
 
     __slots__ = ("_tracer", "name", "context", "parent", "kind", "start_attributes", "links", "start_ns",
-                 "attributes", "events", "late_links", "status", "renamed", "end_ns", "built")
+                 "attributes", "events", "late_links", "status", "renamed", "end_ns", "built", "describe")
 
     def __init__(self, tracer: DeferredTracer, name: str, context: SpanContext, parent: SpanContext | None,
                  kind: SpanKind, attributes: dict, links: Sequence[Link] | None, start_ns: int) -> None:
@@ -319,6 +334,7 @@ class DeferredSpan(trace.Span):
         self.renamed: str | None = None
         self.end_ns: int | None = None
         self.built: Any = None
+        self.describe: tuple[Callable[..., tuple[str, dict]], tuple] | None = None
 
     def get_span_context(self) -> SpanContext:
         return self.context
@@ -368,6 +384,16 @@ class DeferredSpan(trace.Span):
             return
         self.end_ns = end_time or time.time_ns()
         self._tracer.backlog.defer_always(DeferredTracer._finish, self)
+
+
+def start_lazy(tracer: Any, describe: Callable[..., tuple[str, dict]], args: tuple, *,
+               context: otel_context.Context | None, kind: SpanKind) -> trace.Span:
+    """`describe(*args)` -> (name, attributes) now with any tracer, or later on the builder with ours."""
+    parent = trace.get_current_span(context).get_span_context()
+    if isinstance(tracer, DeferredTracer) and parent.is_valid and not parent.is_remote and tracer.follows_local_parent:
+        return tracer.start_lazy(describe, args, context=context, kind=kind)
+    name, attributes = describe(*args)
+    return tracer.start_span(name, context=context, kind=kind, attributes=attributes)
 
 
 class DeferredInstrument:

@@ -25,6 +25,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from . import content
 from . import semconv as sc
+from .deferred import DeferredSpan, DeferredTracer, Inline, start_lazy
 from .middleware.contract import LLM_REQUEST, TOOL_REQUEST
 from .middleware.layers import LayerTracer, RequestEvent
 from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
@@ -51,6 +52,7 @@ class Call:
     end_ns: int | None = None  # set when the call returned but its outcome hook has not arrived
     outcome_seen: bool = False
     ended: bool = False
+    described: tuple | None = None  # a chat's (request, context, attempt): its attributes, computed lazily
 
 
 class Tracker:
@@ -73,6 +75,7 @@ class Tracker:
         self._max_turns = max_turns
         self._metrics = _Instruments(meter) if meter is not None else None
         self.layers = LayerTracer(tracer, meter)
+        self._backlog = tracer.backlog if isinstance(tracer, DeferredTracer) else Inline()
         # Request-middleware effects waiting for the span of the call they
         # affected: ("llm_request", api_request_id) / ("tool_request", tool_call_id).
         self._pending: OrderedDict[tuple[str, str], list[RequestEvent]] = OrderedDict()
@@ -257,7 +260,6 @@ class Tracker:
     # -- provider attempts -----------------------------------------------------
 
     def start_chat(self, request: Any, context: Mapping[str, Any]) -> Call:
-        attrs = sc.chat_request_attributes(request, context)
         turn = self.turn(context.get("turn_id"), context.get("session_id"), context)
         api_request_id = context.get("api_request_id")
         if isinstance(api_request_id, str):
@@ -265,55 +267,56 @@ class Tracker:
                 previous = self._failed_chats.get(api_request_id)
             if previous is not None:
                 self._end_failed_chat(previous)
+        attempt = None
         if turn is not None and isinstance(api_request_id, str) and api_request_id:
             with self._lock:
                 attempt = turn.attempts.get(api_request_id, 0) + 1
                 turn.attempts[api_request_id] = attempt
-            attrs[sc.API_ATTEMPT] = attempt
-        model = attrs.get(sc.REQUEST_MODEL, "")
-        span = self._tracer.start_span(
-            f"{sc.OP_CHAT} {model}".strip(),
-            context=turn.context if turn is not None else None,
-            kind=SpanKind.CLIENT,
-            attributes=attrs,
-        )
+        # Attributes are read later (on the builder): keep this attempt's request as it is now. `context`
+        # is this call's own kwargs dict.
+        described = (dict(request) if type(request) is dict else request, context, attempt)
+        span = start_lazy(self._tracer, _describe_chat, described, context=turn.context if turn is not None else None,
+                          kind=SpanKind.CLIENT)
         self._attach_request_events(span, LLM_REQUEST, api_request_id)
-        metric_attrs = {k: attrs[k] for k in (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDRESS) if k in attrs}
-        return Call(
-            span,
-            time.monotonic(),
-            metric_attrs,
-            turn_id=_s(context.get("turn_id")),
-            call_id=_s(api_request_id),
-        )
+        return Call(span, time.monotonic(), {}, turn_id=_s(context.get("turn_id")), call_id=_s(api_request_id),
+                    described=described)
 
     def finish_chat(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
+        end_ns, duration = time.time_ns(), time.monotonic() - call.started
+        if error is None:
+            self._backlog.defer_always(self._chat_done, call, response, end_ns, duration)
+            return
         span = call.span
-        if error is not None:
-            _record_error(span, error)
-            call.metric_attrs[sc.ERROR_TYPE] = type(error).__name__
-            if call.call_id:
-                # api_request_error (status code, retryable, reason) follows: end the span then.
-                call.end_ns = time.time_ns()
-                with self._lock:
-                    self._failed_chats[call.call_id] = call
-                    while len(self._failed_chats) > self._max_turns:
-                        self._end_failed_chat(self._failed_chats.popitem(last=False)[1], locked=True)
-                if self._metrics is not None:
-                    self._metrics.operation_duration.record(time.monotonic() - call.started, call.metric_attrs)
-                return
-        else:
-            attrs = sc.chat_response_attributes(response)
-            span.set_attributes(attrs)
-            if self._metrics is not None:
-                if sc.RESPONSE_MODEL in attrs:
-                    call.metric_attrs[sc.RESPONSE_MODEL] = attrs[sc.RESPONSE_MODEL]
-                for token_type, key in (("input", sc.USAGE_INPUT), ("output", sc.USAGE_OUTPUT)):
-                    if key in attrs:
-                        self._metrics.tokens.record(attrs[key], {**call.metric_attrs, "gen_ai.token.type": token_type})
-        span.end()
+        _record_error(span, error)
+        call.metric_attrs = {**_chat_metric_attributes(call), sc.ERROR_TYPE: type(error).__name__}
         if self._metrics is not None:
-            self._metrics.operation_duration.record(time.monotonic() - call.started, call.metric_attrs)
+            self._metrics.operation_duration.record(duration, call.metric_attrs, trace.set_span_in_context(span))
+        if call.call_id:
+            # api_request_error (status code, retryable, reason) follows: end the span then.
+            call.end_ns = end_ns
+            with self._lock:
+                self._failed_chats[call.call_id] = call
+                while len(self._failed_chats) > self._max_turns:
+                    self._end_failed_chat(self._failed_chats.popitem(last=False)[1], locked=True)
+            return
+        span.end(end_time=end_ns)
+
+    def _chat_done(self, call: Call, response: Any, end_ns: int, duration: float) -> None:
+        """A successful attempt's response attributes, end and metrics (on the builder when deferred)."""
+        span = call.span
+        attrs = sc.chat_response_attributes(response)
+        span.set_attributes(attrs)
+        span.end(end_time=end_ns)
+        if self._metrics is None:
+            return
+        labels = _chat_metric_attributes(call)
+        if sc.RESPONSE_MODEL in attrs:
+            labels[sc.RESPONSE_MODEL] = attrs[sc.RESPONSE_MODEL]
+        context = trace.set_span_in_context(span)  # exemplars point at the attempt
+        for token_type, key in (("input", sc.USAGE_INPUT), ("output", sc.USAGE_OUTPUT)):
+            if key in attrs:
+                self._metrics.tokens.record(attrs[key], {**labels, "gen_ai.token.type": token_type}, context)
+        self._metrics.operation_duration.record(duration, labels, context)
 
     def api_error(self, payload: Mapping[str, Any]) -> None:
         """`api_request_error`: Hermes's account of a failed attempt, on that attempt's span."""
@@ -531,6 +534,25 @@ class Tracker:
         if self._metrics is not None:
             ended = (call.end_ns or time.time_ns()) / 1e9
             self._metrics.tool_duration.record(max(ended - _wall(call.started), 0.0), call.metric_attrs)
+
+
+def _describe_chat(request: Any, context: Mapping[str, Any], attempt: int | None) -> tuple[str, dict[str, Any]]:
+    """A provider attempt's span name and start attributes."""
+    attrs = sc.chat_request_attributes(request, context)
+    if attempt is not None:
+        attrs[sc.API_ATTEMPT] = attempt
+    return f"{sc.OP_CHAT} {attrs.get(sc.REQUEST_MODEL, '')}".strip(), attrs
+
+
+_CHAT_METRIC_KEYS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDRESS)
+
+
+def _chat_metric_attributes(call: Call) -> dict[str, Any]:
+    span = call.span
+    attrs = span.start_attributes if isinstance(span, DeferredSpan) and span.describe is not None else None
+    if attrs is None or not attrs:  # inline, unsampled, or not built yet: describe again
+        attrs = _describe_chat(*call.described)[1] if call.described else {}
+    return {k: attrs[k] for k in _CHAT_METRIC_KEYS if k in attrs}
 
 
 def _wall(monotonic_start: float) -> float:

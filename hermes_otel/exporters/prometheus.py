@@ -9,8 +9,8 @@ touches the agent's thread.
 
 from __future__ import annotations
 
-import threading
 import logging
+import threading
 from typing import Any
 
 from .. import _log
