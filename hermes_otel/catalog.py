@@ -75,6 +75,7 @@ ATTRIBUTES: dict[str, str] = {
     sc.TURN_INTERRUPTED: "Whether the turn was interrupted (`on_session_end`).",
     sc.TURN_END_REASON: "Why a turn span was ended by us rather than by `on_session_end`: `evicted`, `shutdown`.",
     "gen_ai.token.type": "`input` or `output` (metric attribute).",
+    "hermes.otel.signal": "`traces`, `logs`, `metrics` or `atof` (metric attribute).",
     sc.API_RETRY_COUNT: "From `api_request_error`: retries so far.",
     sc.API_MAX_RETRIES: "From `api_request_error`: the retry budget.",
     sc.API_RETRYABLE: "From `api_request_error`: whether Hermes will retry.",
@@ -235,6 +236,12 @@ METRICS: tuple[MetricDoc, ...] = (
     MetricDoc(
         "hermes.middleware.rewrites", "counter", "{rewrite}", "Request-middleware payload replacements.",
         (mw.KIND, mw.SOURCE),
+    ),
+    MetricDoc(
+        "hermes.otel.exporter.dropped", "counter", "{item}",
+        "Telemetry items hermes-otel could not deliver (failed exports after retries, full queues), by signal; "
+        "emitted once something was dropped.",
+        ("hermes.otel.signal",),
     ),
 )
 

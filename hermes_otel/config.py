@@ -83,7 +83,7 @@ class Settings:
     console: bool = False
     middleware_log_dedupe: bool = True
     observer_exclude_hooks: frozenset[str] = frozenset()
-    flush_timeout_s: float = 2.0
+    flush_timeout_s: float = 1.5
     otlp: Mapping[str, OTLPTarget] = field(default_factory=dict)  # signal -> target
     file_signals: frozenset[str] = frozenset(SIGNALS)
     file_directory: Path = Path.home() / ".hermes" / "otel"

@@ -23,6 +23,7 @@ from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
@@ -56,6 +57,8 @@ from .exporters.health import (
 from .version import __version__
 
 SCOPE = "hermes_otel"
+DROPPED_METRIC = "hermes.otel.exporter.dropped"
+SIGNAL_ATTR = "hermes.otel.signal"
 # One id per process: restarts are distinguishable, reloads are not.
 INSTANCE_ID = str(uuid.uuid4())
 
@@ -136,6 +139,53 @@ def _otlp_exporter(signal: str, target: OTLPTarget):
     )
     guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
     return guard(inner, target.endpoint)
+
+
+class _Bounded:
+    """Count and report-once what a full batch queue drops (the SDK warns per dropped item)."""
+
+    _signal = "traces"
+
+    def _full(self) -> bool:
+        inner = getattr(self, "_batch_processor", None)
+        queue = getattr(inner, "_queue", None)
+        if queue is None or len(queue) < getattr(inner, "_max_queue_size", float("inf")):
+            return False
+        health.dropped[self._signal] += 1
+        _log.once(
+            f"queue-full:{self._signal}",
+            "hermes-otel: the %s export queue is full (the exporter cannot keep up); new items are dropped and "
+            "counted in %s (repeats are logged at DEBUG)",
+            self._signal,
+            DROPPED_METRIC,
+        )
+        return True
+
+
+class BoundedSpanProcessor(_Bounded, BatchSpanProcessor):
+    def on_end(self, span) -> None:
+        if not self._full():
+            super().on_end(span)
+
+
+class BoundedLogProcessor(_Bounded, BatchLogRecordProcessor):
+    _signal = "logs"
+
+    def on_emit(self, log_record) -> None:
+        if not self._full():
+            super().on_emit(log_record)
+
+
+def observe_drops(meter) -> None:
+    """`hermes.otel.exporter.dropped`: what our exporters and queues could not deliver, by signal."""
+
+    def observe(options: CallbackOptions):
+        return [Observation(count, {SIGNAL_ATTR: signal}) for signal, count in list(health.dropped.items()) if count]
+
+    meter.create_observable_counter(
+        DROPPED_METRIC, callbacks=[observe], unit="{item}",
+        description="Telemetry items dropped by hermes-otel's exporters and queues, by signal",
+    )
 
 
 @dataclass
@@ -266,7 +316,7 @@ def _relay_span_processor(endpoint) -> BatchSpanProcessor:
     from .exporters.shapes import ShapedSpanExporter
 
     exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target), endpoint.type, endpoint.resource)
-    return BatchSpanProcessor(
+    return BoundedSpanProcessor(
         exporter,
         max_queue_size=endpoint.max_queue_size,
         schedule_delay_millis=endpoint.scheduled_delay_millis,
@@ -301,7 +351,7 @@ def build(settings: Settings) -> Telemetry:
     tracer_provider = TracerProvider(resource=resource, sampler=build_sampler(settings), shutdown_on_exit=False)
     for exporter in _span_exporters(settings, writers):
         tracer_provider.add_span_processor(
-            BatchSpanProcessor(
+            BoundedSpanProcessor(
                 exporter,
                 max_queue_size=settings.bsp_max_queue_size,
                 schedule_delay_millis=settings.bsp_schedule_delay_ms,
@@ -332,7 +382,7 @@ def build(settings: Settings) -> Telemetry:
     log_exporters += [e for t in plan.relay_log_targets if (e := safely(_otlp_exporter, "logs", t)) is not None]
     for exporter in log_exporters:
         logger_provider.add_log_record_processor(
-            BatchLogRecordProcessor(
+            BoundedLogProcessor(
                 exporter,
                 max_queue_size=settings.bsp_max_queue_size,
                 schedule_delay_millis=settings.bsp_schedule_delay_ms,
