@@ -27,7 +27,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
@@ -88,6 +88,16 @@ def build_resource(settings: Settings) -> Resource:
     # Resource(...) rather than Resource.create(...): the environment was
     # already applied by config with our documented precedence.
     return Resource.create({}).merge(Resource(attrs))
+
+
+# A hostile or runaway value (a 10 MB model name, ...) must not travel into every export:
+# attribute values are cut at this length unless the standard variables say otherwise.
+ATTRIBUTE_LENGTH_LIMIT = 16384
+
+
+def span_limits() -> SpanLimits:
+    configured = any(os.environ.get(v) for v in ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT"))
+    return SpanLimits() if configured else SpanLimits(max_attribute_length=ATTRIBUTE_LENGTH_LIMIT)
 
 
 def build_sampler(settings: Settings) -> Sampler:
@@ -348,7 +358,9 @@ def build(settings: Settings) -> Telemetry:
             signal: RotatingJsonLinesWriter(paths[signal], settings.file_max_bytes, settings.file_backups)
             for signal in settings.file_signals
         }
-    tracer_provider = TracerProvider(resource=resource, sampler=build_sampler(settings), shutdown_on_exit=False)
+    tracer_provider = TracerProvider(
+        resource=resource, sampler=build_sampler(settings), span_limits=span_limits(), shutdown_on_exit=False
+    )
     for exporter in _span_exporters(settings, writers):
         tracer_provider.add_span_processor(
             BoundedSpanProcessor(
