@@ -265,3 +265,19 @@ def test_atof_stream_sink_never_follows_a_redirect(caplog):
 def test_masked_urls(url):
     shown = config._mask_url(url)
     assert "pw-9999" not in shown and "abc123" not in shown
+
+
+def test_every_test_the_threat_model_names_exists():
+    text = (PACKAGE.parent / "docs" / "threat-model.md").read_text()
+    root = PACKAGE.parent
+    refs, last = [], None
+    for match in re.finditer(r"`(tests/[\w/]+\.py)?(?:::(\w+))?`", text):
+        path, name = match.group(1) or last, match.group(2)
+        if path is None:
+            continue
+        last = path
+        refs.append((path, name))
+    assert len(refs) >= 20
+    for path, name in refs:
+        source = (root / path).read_text()
+        assert name is None or re.search(rf"^def {name}\(", source, re.M), (path, name)
