@@ -106,7 +106,7 @@ payloads = st.fixed_dictionaries(
         "telemetry_schema_version": st.one_of(st.just("hermes.observer.v1"), st.just("hermes.observer.v9"), values),
     },
 )
-QUICK = settings(max_examples=40, phases=[Phase.explicit, Phase.reuse, Phase.generate], deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+QUICK = settings(max_examples=40, phases=[Phase.explicit, Phase.generate], database=None, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 
 def _our_hooks():
@@ -143,6 +143,23 @@ def test_every_hook_survives_hostile_payloads_in_any_order(hostile_env):
 
     run()
     assert hostile_env.current_tracker() is not None  # still tracing afterwards
+
+
+def _canon(value, depth: int = 0, seen: frozenset = frozenset()):
+    """A comparable form: containers by content, floats by text (NaN), objects without value semantics by type."""
+    if depth > 50 or id(value) in seen:
+        return "<deep or cycle>"
+    inner = seen | {id(value)}
+    if isinstance(value, dict):
+        return ("dict", sorted((repr(type(k)), _canon(k, depth + 1, inner), _canon(v, depth + 1, inner))
+                               for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_canon(v, depth + 1, inner) for v in value])
+    if isinstance(value, (str, bytes, bytearray, int, bool, type(None))):
+        return (type(value).__name__, value if not isinstance(value, str) or len(value) < 100 else hash(value))
+    if isinstance(value, float):
+        return ("float", repr(value))
+    return ("object", type(value).__name__)
 
 
 def _outcome(fn, *args, **kwargs):
@@ -187,10 +204,9 @@ def test_every_middleware_kind_returns_identical_results(hostile_env, with_middl
             hermes = _outcome(apply.__wrapped__, *lead, **context)  # Hermes's function without our wrapper
             assert ours[0] == hermes[0]
             if ours[0] == "ok":
-                # Equal, element by element (containers compare identical leaves by identity, so NaN and
-                # objects without __eq__ count as the same value when they are the same object).
-                assert (ours[1].payload, ours[1].original_payload, ours[1].changed, ours[1].trace) == (
-                    hermes[1].payload, hermes[1].original_payload, hermes[1].changed, hermes[1].trace)
+                # Equal as values: Hermes deep-copies payloads, so a bare object() comes back as a new one.
+                assert _canon((ours[1].payload, ours[1].original_payload, ours[1].changed, ours[1].trace)) == _canon(
+                    (hermes[1].payload, hermes[1].original_payload, hermes[1].changed, hermes[1].trace))
             else:
                 assert type(ours[1]) is type(hermes[1])
 
