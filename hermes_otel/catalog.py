@@ -108,7 +108,7 @@ ATTRIBUTES: dict[str, str] = {
     mw.NAME: "A rewrite's `name`, when given.",
     mw.TERMINAL: "On the innermost span of a chain: the real provider or tool call.",
     "hermes.link.type": "On a turn's span link: `previous_turn`.",
-    "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof` or `relay` (metric attribute).",
+    "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof`, `relay` or `builder` (metric attribute).",
 }
 
 SPANS: tuple[SpanDoc, ...] = (
@@ -239,9 +239,9 @@ METRICS: tuple[MetricDoc, ...] = (
     ),
     MetricDoc(
         "hermes.otel.exporter.dropped", "counter", "{item}",
-        "Telemetry items our exporters dropped (failed exports, full queues), by signal (`traces`, `logs`, "
-        "`metrics`, `atof`, `relay`, and `builder` for work the background builder's full queue refused); "
-        "0 when healthy.",
+        "Telemetry items hermes-otel could not deliver (failed exports after retries, full queues), by signal "
+        "(`traces`, `logs`, `metrics` always, 0 when healthy; `atof`, `relay`, and `builder` for work the "
+        "background builder's full queue refused, once they drop).",
         ("hermes.otel.signal",),
     ),
 )

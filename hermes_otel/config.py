@@ -85,7 +85,7 @@ class Settings:
     middleware_log_dedupe: bool = True
     background_build: bool = True
     observer_exclude_hooks: frozenset[str] = frozenset({"pre_api_request"})
-    flush_timeout_s: float = 2.0
+    flush_timeout_s: float = 1.5
     otlp: Mapping[str, OTLPTarget] = field(default_factory=dict)  # signal -> target
     file_signals: frozenset[str] = frozenset(SIGNALS)
     file_directory: Path = Path.home() / ".hermes" / "otel"
@@ -190,7 +190,8 @@ def read_component(path: Path) -> tuple[dict[str, Any], list[Problem]]:
         return {}, [Problem(src, "", "a readable TOML file", f"{type(exc).__name__}: {exc.strerror or exc}")]
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         return {}, [Problem(src, "", "valid TOML", f"a syntax error ({exc})")]
-    return validate_document(doc, src)
+    values, problems = validate_document(doc, src)
+    return values, _permission_problem(path, doc) + problems
 
 
 def validate_document(doc: Mapping[str, Any], src: str) -> tuple[dict[str, Any], list[Problem]]:
@@ -498,10 +499,44 @@ def _type_name(t: Any) -> str:
 
 
 def _describe(value: Any) -> str:
+    """A short description for a problem report. It is logged and shown by `doctor`, so a table shows its
+    keys only (header tables hold credentials) and any text is redacted first."""
+    from .content import redact_text
+
     kinds = {str: "string", bool: "boolean", int: "integer", float: "float", dict: "table", list: "array"}
     kind = kinds.get(type(value), type(value).__name__)
-    text = repr(value)
+    if isinstance(value, dict):
+        text = "{keys: " + ", ".join(sorted(str(k) for k in value)) + "}"
+    else:
+        text = redact_text(repr(value))
     return f"{kind} {text[:60] + '…' if len(text) > 60 else text}"
+
+
+def _holds_secrets(node: Any, key: str = "") -> bool:
+    """Literal header values, credential-named keys or user:password URLs anywhere in the document."""
+    from .content import is_secret_key, redact_text
+
+    if isinstance(node, dict):
+        if key == "headers" and node:
+            return True
+        return any(_holds_secrets(v, str(k)) for k, v in node.items())
+    if isinstance(node, list):
+        return any(_holds_secrets(v, key) for v in node)
+    if isinstance(node, str):
+        return (is_secret_key(key) and key not in ("header_env", "header_file")) or redact_text(node) != node
+    return False
+
+
+def _permission_problem(path: Path, doc: Mapping[str, Any]) -> list[Problem]:
+    """A plugins.toml that holds credentials must not be readable by the group or others."""
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        return []
+    if not mode & 0o077 or not _holds_secrets(doc):
+        return []
+    return [Problem(str(path), "", "a file only its owner can read (chmod 600): it holds header values or "
+                    "credentials", f"mode {mode:o}", fatal=False)]
 
 
 # -- environment -------------------------------------------------------------
@@ -687,8 +722,13 @@ def masked(settings: Settings) -> dict[str, Any]:
 
 
 def _mask_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.password:
-        netloc = f"{parts.username}:****@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-    return url
+    from .content import redact_text
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+        netloc = parts.netloc
+        if parts.password:
+            netloc = f"{parts.username}:****@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=redact_text(parts.query)))
+    except ValueError:  # a malformed port: mask what the patterns recognise
+        return redact_text(url)

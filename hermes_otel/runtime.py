@@ -88,6 +88,7 @@ def configure(settings: Settings) -> Tracker | None:
         else:
             new = telemetry.build(settings)
         _retire(live)
+        telemetry.observe_drops(new.meter)
         _state.telemetry = new
         _state.tracker = _replace_tracker(_state.tracker, new)
         _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content, new.backlog)
@@ -136,6 +137,7 @@ def flush(timeout_s: float | None = None) -> bool:
 
 def shutdown() -> None:
     """End what is open and shut everything down, within the flush budget (process exit)."""
+    started = time.monotonic()  # the budget covers ending open spans too
     with _lock:
         live, tracker = _state.telemetry, _state.tracker
         retired = list(_retired)
@@ -143,8 +145,8 @@ def shutdown() -> None:
         _state.telemetry, _state.tracker, _state.bridge = None, None, None
     if tracker is not None:
         tracker.end_all("shutdown")
-    budget = live.settings.flush_timeout_s if live is not None else 2.0
-    deadline = time.monotonic() + budget
+    budget = live.settings.flush_timeout_s if live is not None else 1.5
+    deadline = started + budget
     for item in [live, *retired]:  # one shared budget, not one per provider set
         if (
             item is not None

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.metrics import MeterProvider
@@ -30,7 +31,7 @@ from opentelemetry.sdk.metrics.export import (
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     ConsoleSpanExporter,
@@ -65,6 +66,8 @@ from .safety import safely
 from .version import __version__
 
 SCOPE = "hermes_otel"
+DROPPED_METRIC = "hermes.otel.exporter.dropped"
+SIGNAL_ATTR = "hermes.otel.signal"
 # One id per process: restarts are distinguishable, reloads are not.
 INSTANCE_ID = str(uuid.uuid4())
 
@@ -94,6 +97,16 @@ def build_resource(settings: Settings) -> Resource:
     # Resource(...) rather than Resource.create(...): the environment was
     # already applied by config with our documented precedence.
     return Resource.create({}).merge(Resource(attrs))
+
+
+# A hostile or runaway value (a 10 MB model name, ...) must not travel into every export:
+# attribute values are cut at this length unless the standard variables say otherwise.
+ATTRIBUTE_LENGTH_LIMIT = 16384
+
+
+def span_limits() -> SpanLimits:
+    configured = any(os.environ.get(v) for v in ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT"))
+    return SpanLimits() if configured else SpanLimits(max_attribute_length=ATTRIBUTE_LENGTH_LIMIT)
 
 
 def build_sampler(settings: Settings) -> Sampler:
@@ -147,6 +160,57 @@ def _otlp_exporter(signal: str, target: OTLPTarget):
     )
     guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
     return guard(inner, target.endpoint)
+
+
+class _Bounded:
+    """Count and report-once what a full batch queue drops (the SDK warns per dropped item)."""
+
+    _signal = "traces"
+
+    def _full(self) -> bool:
+        inner = getattr(self, "_batch_processor", None)
+        queue = getattr(inner, "_queue", None)
+        if queue is None or len(queue) < getattr(inner, "_max_queue_size", float("inf")):
+            return False
+        health.dropped[self._signal] += 1
+        _log.once(
+            f"queue-full:{self._signal}",
+            "hermes-otel: the %s export queue is full (the exporter cannot keep up); new items are dropped and "
+            "counted in %s (repeats are logged at DEBUG)",
+            self._signal,
+            DROPPED_METRIC,
+        )
+        return True
+
+
+class BoundedSpanProcessor(_Bounded, BatchSpanProcessor):
+    def on_end(self, span) -> None:
+        if not self._full():
+            super().on_end(span)
+
+
+class BoundedLogProcessor(_Bounded, BatchLogRecordProcessor):
+    _signal = "logs"
+
+    def on_emit(self, log_record) -> None:
+        if not self._full():
+            super().on_emit(log_record)
+
+
+_DROP_SIGNALS = ("traces", "logs", "metrics")  # always reported (0 is news too); others once they drop
+
+
+def observe_drops(meter) -> None:
+    """`hermes.otel.exporter.dropped`: what our exporters and queues could not deliver, by signal."""
+
+    def observe(options: CallbackOptions):
+        counts = dict.fromkeys(_DROP_SIGNALS, 0) | dict(health.dropped)
+        return [Observation(n, {SIGNAL_ATTR: signal}) for signal, n in sorted(counts.items())]
+
+    meter.create_observable_counter(
+        DROPPED_METRIC, callbacks=[observe], unit="{item}",
+        description="Telemetry items dropped by hermes-otel's exporters and queues, by signal",
+    )
 
 
 @dataclass
@@ -284,7 +348,7 @@ def _relay_span_processor(endpoint) -> BatchSpanProcessor:
     from .exporters.shapes import ShapedSpanExporter
 
     exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target), endpoint.type, endpoint.resource)
-    return BatchSpanProcessor(
+    return BoundedSpanProcessor(
         exporter,
         max_queue_size=endpoint.max_queue_size,
         schedule_delay_millis=endpoint.scheduled_delay_millis,
@@ -302,25 +366,6 @@ def _atof_processor(settings: Settings):
         except OSError as exc:
             _log.logger.error("hermes-otel: ATOF sink %r not started: %s", config.name, exc)
     return AtofSpanProcessor(sinks, settings.atof_full_payloads) if sinks else None
-
-
-DROPPED_METRIC = "hermes.otel.exporter.dropped"
-SIGNAL_ATTR = "hermes.otel.signal"
-_DROP_SIGNALS = ("traces", "logs", "metrics")  # always reported (0 is news too); atof/relay once they drop
-
-
-def _observe_drops(meter_provider: MeterProvider) -> None:
-    """Our exporters' drop counts (health.dropped) as a metric, read only when metrics are collected."""
-    from opentelemetry.metrics import Observation
-
-    def observe(_options):
-        counts = dict.fromkeys(_DROP_SIGNALS, 0) | dict(health.dropped)
-        return [Observation(n, {SIGNAL_ATTR: signal}) for signal, n in sorted(counts.items())]
-
-    meter_provider.get_meter(SCOPE, __version__).create_observable_counter(
-        DROPPED_METRIC, callbacks=[observe], unit="{item}",
-        description="Telemetry items our exporters dropped (failed exports, full queues), by signal.",
-    )
 
 
 def _pull_reader(settings: Settings):
@@ -344,10 +389,12 @@ def build(settings: Settings) -> Telemetry:
             signal: RotatingJsonLinesWriter(paths[signal], settings.file_max_bytes, settings.file_backups)
             for signal in settings.file_signals
         }
-    tracer_provider = TracerProvider(resource=resource, sampler=build_sampler(settings), shutdown_on_exit=False)
+    tracer_provider = TracerProvider(
+        resource=resource, sampler=build_sampler(settings), span_limits=span_limits(), shutdown_on_exit=False
+    )
     for exporter in _span_exporters(settings, writers):
         tracer_provider.add_span_processor(
-            BatchSpanProcessor(
+            BoundedSpanProcessor(
                 exporter,
                 max_queue_size=settings.bsp_max_queue_size,
                 schedule_delay_millis=settings.bsp_schedule_delay_ms,
@@ -378,7 +425,7 @@ def build(settings: Settings) -> Telemetry:
     log_exporters += [e for t in plan.relay_log_targets if (e := safely(_otlp_exporter, "logs", t)) is not None]
     for exporter in log_exporters:
         logger_provider.add_log_record_processor(
-            BatchLogRecordProcessor(
+            BoundedLogProcessor(
                 exporter,
                 max_queue_size=settings.bsp_max_queue_size,
                 schedule_delay_millis=settings.bsp_schedule_delay_ms,
@@ -402,7 +449,6 @@ def build(settings: Settings) -> Telemetry:
                 PeriodicExportingMetricReader(exporter, export_interval_millis=settings.relay_metric_interval_ms)
             )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    safely(_observe_drops, meter_provider)
     return Telemetry(settings, tracer_provider, meter_provider, logger_provider, backlog=new_backlog(settings))
 
 

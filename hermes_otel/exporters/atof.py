@@ -270,7 +270,11 @@ class StreamSinkConfig:
                 headers[header] = os.environ[var]
         for header, path in self.header_file.items():
             try:
-                headers[header] = Path(path).expanduser().read_text(encoding="utf-8").strip()
+                source = Path(path).expanduser()
+                if source.stat().st_mode & 0o077:
+                    _log.once(f"atof-header-file-mode:{path}", "hermes-otel: header file %s (header %r) is readable "
+                              "by other users; chmod 600 it", path, header, per_process=True)
+                headers[header] = source.read_text(encoding="utf-8").strip()
             except OSError as exc:
                 _log.once(f"atof-header-file:{path}", "hermes-otel: ATOF sink %r cannot read header file %s (%s)",
                           self.name, path, exc.strerror)
@@ -284,6 +288,7 @@ class FileSink:
         self.path = directory / config.filename
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if config.mode == "overwrite" else os.O_APPEND)
         self._fd = os.open(self.path, flags, 0o600)
+        os.fchmod(self._fd, 0o600)  # an existing file keeps its mode otherwise: events may hold content
 
     def write(self, events: list[dict]) -> None:
         data = "".join(json.dumps(e, separators=(",", ":"), ensure_ascii=False) + "\n" for e in events)
@@ -322,7 +327,7 @@ class StreamSink:
         with self._lock:
             room = self.MAX_QUEUE - len(self._queue)
             if room < len(events):
-                health.dropped["atof"] += len(events) - max(room, 0)
+                health.drop("atof", self._config.url, len(events) - max(room, 0))
                 events = events[: max(room, 0)]
             self._queue.extend(events)
             self._lock.notify()
@@ -364,7 +369,7 @@ class StreamSink:
                 time.sleep(delay)
                 delay *= 2
         health.failure("atof", self._config.url, reason)
-        health.dropped["atof"] += len(batch)
+        health.drop("atof", self._config.url, len(batch))
 
     def flush(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -49,6 +49,11 @@ class ExportHealth:
         self._lock = threading.Lock()
         self._failing: dict[str, float] = {}  # endpoint -> monotonic time of the last failure
         self.dropped: Counter[str] = Counter()  # signal -> items dropped after failed exports
+        self.dropped_at: Counter[str] = Counter()  # endpoint -> items dropped exporting to it
+
+    def drop(self, signal: str, endpoint: str, count: int) -> None:
+        self.dropped[signal] += count
+        self.dropped_at[endpoint] += count
 
     def failure(self, signal: str, endpoint: str, reason: str) -> None:
         with self._lock:
@@ -133,7 +138,7 @@ class _Guard:
             result = call()
         except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the worker
             health.failure(self.signal, self.endpoint, f"{type(exc).__name__}: {exc}")
-            health.dropped[self.signal] += count
+            health.drop(self.signal, self.endpoint, count)
             return None
         finally:
             _current.export = None
@@ -141,7 +146,7 @@ class _Guard:
             health.success(self.endpoint)
         else:
             health.failure(self.signal, self.endpoint, "export failed")
-            health.dropped[self.signal] += count
+            health.drop(self.signal, self.endpoint, count)
         return result
 
 

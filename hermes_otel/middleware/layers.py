@@ -212,7 +212,7 @@ class LayerTracer:
                 raise
             finally:
                 otel_context.detach(token)
-                span.end()
+                safely(span.end)  # a fault of ours must not turn the finished real call into an error
             return result
 
         return terminal

@@ -265,7 +265,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: dict[str, Any]) -> None:
         fake = self.server.fake
-        n, reply = fake._next_reply()
+        n, reply = fake._next_reply(body)
         if reply.delay_s > 0 and fake._stopping.wait(reply.delay_s):
             self.close_connection = True  # server is stopping; drop the request
             return
@@ -372,8 +372,12 @@ class FakeLLMServer:
         host: str = "127.0.0.1",
         port: int = 0,
         context_length: int | None = 128_000,
+        responder: Callable[[dict[str, Any]], Reply | None] | None = None,
     ) -> None:
         self.model = model
+        # Consulted before the script: a reply computed from the request body (concurrent
+        # conversations cannot share one ordered script); None falls through to the script.
+        self.responder = responder
         self.default = default
         self.host = host
         self.port = port
@@ -456,10 +460,13 @@ class FakeLLMServer:
         with self._lock:
             self._requests.append(request)
 
-    def _next_reply(self) -> tuple[int, Reply]:
+    def _next_reply(self, body: dict[str, Any] | None = None) -> tuple[int, Reply]:
         """Number this chat request (1-based) and pop its reply atomically."""
+        answer = self.responder(body) if self.responder is not None and body is not None else None
         with self._lock:
             self._chat_count += 1
+            if answer is not None:
+                return self._chat_count, answer
             reply = self._queue.popleft() if self._queue else self.default
             return self._chat_count, reply
 

@@ -12,6 +12,7 @@ from hermes_otel.config import Problem, find_config_file, load_settings, masked,
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "plugins.toml"
     path.write_text(text, encoding="utf-8")
+    path.chmod(0o600)  # as documented for files holding header values (tests/unit/test_security.py checks the warning)
     return path
 
 
