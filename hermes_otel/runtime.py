@@ -23,6 +23,7 @@ from . import _log, content, telemetry
 from .bridge import ObserverBridge
 from .config import Settings
 from .exporters.health import health
+from .safety import safely
 from .tracker import Tracker
 
 _MAX_RETIRED = 2
@@ -85,10 +86,10 @@ def configure(settings: Settings) -> Tracker | None:
         if _state.shared is not None:
             tp, mp, lp = _state.shared
             new = telemetry.Telemetry(settings, tp, mp, lp, owned=False, backlog=telemetry.new_backlog(settings))
+            safely(telemetry.observe_drops, mp)
         else:
             new = telemetry.build(settings)
         _retire(live)
-        telemetry.observe_drops(new.meter)
         _state.telemetry = new
         _state.tracker = _replace_tracker(_state.tracker, new)
         _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content, new.backlog)

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -200,14 +201,22 @@ class BoundedLogProcessor(_Bounded, BatchLogRecordProcessor):
 _DROP_SIGNALS = ("traces", "logs", "metrics")  # always reported (0 is news too); others once they drop
 
 
-def observe_drops(meter) -> None:
-    """`hermes.otel.exporter.dropped`: what our exporters and queues could not deliver, by signal."""
+_observed: "weakref.WeakSet[MeterProvider]" = weakref.WeakSet()
+
+
+def observe_drops(meter_provider: MeterProvider) -> None:
+    """`hermes.otel.exporter.dropped`: what our exporters and queues could not deliver, by signal.
+
+    Once per meter provider (a shared provider outlives our reconfigurations)."""
+    if meter_provider in _observed:
+        return
+    _observed.add(meter_provider)
 
     def observe(options: CallbackOptions):
         counts = dict.fromkeys(_DROP_SIGNALS, 0) | dict(health.dropped)
         return [Observation(n, {SIGNAL_ATTR: signal}) for signal, n in sorted(counts.items())]
 
-    meter.create_observable_counter(
+    meter_provider.get_meter(SCOPE, __version__).create_observable_counter(
         DROPPED_METRIC, callbacks=[observe], unit="{item}",
         description="Telemetry items dropped by hermes-otel's exporters and queues, by signal",
     )
@@ -449,6 +458,7 @@ def build(settings: Settings) -> Telemetry:
                 PeriodicExportingMetricReader(exporter, export_interval_millis=settings.relay_metric_interval_ms)
             )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    safely(observe_drops, meter_provider)
     return Telemetry(settings, tracer_provider, meter_provider, logger_provider, backlog=new_backlog(settings))
 
 

@@ -431,23 +431,16 @@ class Tracker:
     # -- tool calls ----------------------------------------------------------
 
     def start_tool(self, tool_name: Any, context: Mapping[str, Any], args: Any = None) -> Call:
-        attrs = sc.tool_attributes(tool_name, context)
-        if self.capture_on_spans and args is not None:
-            attrs["gen_ai.tool.call.arguments"] = content.to_json(args)
+        # Content is read now (a tool may change its arguments); the rest later, from `context`,
+        # this call's own kwargs dict.
+        arguments = content.to_json(args) if self.capture_on_spans and args is not None else None
         turn = self.turn(context.get("turn_id"), context.get("session_id"), context)
-        span = self._tracer.start_span(
-            f"{sc.OP_TOOL} {attrs.get(sc.TOOL_NAME, '')}".strip(),
-            context=turn.context if turn is not None else None,
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
-        )
-        call = Call(
-            span,
-            time.monotonic(),
-            {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs},
-            turn_id=_s(context.get("turn_id")),
-            call_id=_tool_key(context),
-        )
+        span = start_lazy(self._tracer, _describe_tool, (tool_name, context, arguments),
+                          context=turn.context if turn is not None else None, kind=SpanKind.INTERNAL)
+        labels = {sc.OPERATION: sc.OP_TOOL}
+        if isinstance(tool_name, str) and tool_name:
+            labels[sc.TOOL_NAME] = tool_name
+        call = Call(span, time.monotonic(), labels, turn_id=_s(context.get("turn_id")), call_id=_tool_key(context))
         self._attach_request_events(span, TOOL_REQUEST, call.call_id)
         call_id = call.call_id
         if call_id:
@@ -542,6 +535,14 @@ def _describe_chat(request: Any, context: Mapping[str, Any], attempt: int | None
     if attempt is not None:
         attrs[sc.API_ATTEMPT] = attempt
     return f"{sc.OP_CHAT} {attrs.get(sc.REQUEST_MODEL, '')}".strip(), attrs
+
+
+def _describe_tool(tool_name: Any, context: Mapping[str, Any], arguments: str | None) -> tuple[str, dict[str, Any]]:
+    """A tool call's span name and start attributes."""
+    attrs = sc.tool_attributes(tool_name, context)
+    if arguments is not None:
+        attrs["gen_ai.tool.call.arguments"] = arguments
+    return f"{sc.OP_TOOL} {attrs.get(sc.TOOL_NAME, '')}".strip(), attrs
 
 
 _CHAT_METRIC_KEYS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDRESS)
