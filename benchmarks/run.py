@@ -40,6 +40,9 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 import drivers  # noqa: E402
 from hermes_cli.plugins import get_plugin_manager  # noqa: E402
+from opentelemetry.sdk._logs import LogRecordProcessor  # noqa: E402
+from opentelemetry.sdk.trace import SpanProcessor  # noqa: E402
+from opentelemetry.trace import StatusCode  # noqa: E402
 from receiver import ReceiverProcess  # noqa: E402
 
 from hermes_otel import runtime  # noqa: E402
@@ -68,6 +71,9 @@ class Plugin:
         self.hooks = {name: list(cbs) for name, cbs in self.manager._hooks.items()}
         self.state = (runtime._state.tracker, runtime._state.bridge)
         self.telemetry = runtime.current_telemetry()
+        self.capture = _Capture()
+        self.telemetry.tracer_provider.add_span_processor(self.capture)
+        self.telemetry.logger_provider.add_log_record_processor(self.capture.logs)
 
     @property
     def backlog(self):
@@ -151,28 +157,57 @@ def measure(plugin: Plugin, fn: Callable[[int], Any], calls: int = CALLS) -> dic
 # -- the floor: the same telemetry straight through the SDK ------------------------
 
 
+class _Capture(SpanProcessor):
+    """Keeps the spans (and, through `logs`, the log records) it sees while `on`: the floor's blueprint."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.spans: list = []
+        capture = self
+
+        class Logs(LogRecordProcessor):
+            records: list = []
+
+            def on_emit(self, log_data) -> None:
+                if capture.on:
+                    self.records.append(getattr(log_data, "log_record", log_data))
+
+            emit = on_emit
+
+            def shutdown(self) -> None:
+                pass
+
+            def force_flush(self, timeout_millis: int = 30000) -> bool:
+                return True
+
+        self.logs = Logs()
+
+    def on_end(self, span) -> None:
+        if self.on:
+            self.spans.append(span)
+
+
 def capture_one(plugin: Plugin, fn: Callable[[int], Any]) -> list[tuple]:
-    """What one call hands the builder: the spans, metric points and log records it emits."""
-    backlog = plugin.backlog
+    """The spans, log records and metric points one call emits, as the SDK receives them."""
+    backlog, capture = plugin.backlog, plugin.capture
     backlog.drain()
-    with backlog._running:  # hold the builder so the queue can be read
+    ops: list[tuple] = []
+    with backlog._running:  # build on this thread, item by item, to see the metric points
+        capture.on = True
         fn(10**6)
-        items = list(backlog._items)
-        backlog._items.clear()
-    ops, spans = [], {}
-    for fn_, args in items:
-        name = getattr(fn_, "__name__", "")
-        if name == "_begin":
-            spans[id(args[0])] = args[0]
-        elif name == "_finish":
-            span = args[0]
-            ops.append(("span", span.name, span.kind, {**span.start_attributes, **span.attributes},
-                        [(e[0], e[1]) for e in span.events], span.status))
-        elif name in ("record", "add"):
-            ops.append(("metric", fn_, args[0], args[1]))
-        elif name == "_emit_record":
-            hook, payload, _span, _ts, body = args
-            ops.append(("log", "hermes.observer." + hook, _attributes(hook, payload), body))
+        while backlog._items:
+            item, args = backlog._items.popleft()
+            if getattr(item, "__name__", "") in ("record", "add"):  # a bound SDK instrument method
+                ops.append(("metric", item, args[0], args[1]))
+            item(*args)
+        capture.on = False
+    for span in capture.spans:
+        ops.append(("span", span.name, span.kind, dict(span.attributes),
+                    [(e.name, dict(e.attributes)) for e in span.events], span.status))
+    for record in capture.logs.records:
+        ops.append(("log", record.event_name, dict(record.attributes or {}), record.body))
+    capture.spans.clear()
+    capture.logs.records.clear()
     return ops
 
 
@@ -186,7 +221,7 @@ def floor_fn(plugin: Plugin, ops: list[tuple]) -> Callable[[int], None]:
                 span = tracer.start_span(op[1], kind=op[2], attributes=op[3])
                 for name, attributes in op[4]:
                     span.add_event(name, attributes)
-                if op[5] is not None:
+                if op[5].status_code is not StatusCode.UNSET:
                     span.set_status(op[5])
                 span.end()
             elif op[0] == "metric":
@@ -286,7 +321,7 @@ def memory(plugin: Plugin, label: str) -> dict:
             "backlog_dropped": plugin.backlog.dropped}
 
 
-def latency(plugin: Plugin, label: str, turns: int = 150) -> dict:
+def latency(plugin: Plugin, label: str, turns: int = 300) -> dict:
     """Per-turn time as the agent sees it, with the agent idle between turns as while waiting on its model."""
     hermes = drivers.Hermes()
     messages = drivers.history(10)

@@ -141,8 +141,10 @@ class ObserverBridge:
             turn.span.set_attribute("gen_ai.input.messages", _messages("user", payload.get("user_message")))
 
     def _turn_output(self, payload: Mapping[str, Any]) -> None:
+        if not (self._tracker.capture_on_spans and "assistant_response" in payload):
+            return
         span = self._tracker.span_for({"turn_id": payload.get("turn_id")})
-        if span is not None and self._tracker.capture_on_spans and "assistant_response" in payload:
+        if span is not None:
             span.set_attribute("gen_ai.output.messages", _messages("assistant", payload.get("assistant_response")))
 
     def _turn_end(self, payload: Mapping[str, Any]) -> None:
