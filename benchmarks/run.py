@@ -46,7 +46,6 @@ from opentelemetry.trace import StatusCode  # noqa: E402
 from receiver import ReceiverProcess  # noqa: E402
 
 from hermes_otel import runtime  # noqa: E402
-from hermes_otel.bridge import _attributes  # noqa: E402
 from hermes_otel.deferred import DeferredTracer  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
