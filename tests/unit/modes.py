@@ -31,31 +31,20 @@ def meter_for(provider, backlog):
     return DeferredMeter(meter, backlog) if isinstance(backlog, Backlog) else meter
 
 
-class DrainingSpans(InMemorySpanExporter):
+def _draining(base: type, reader: str) -> type:
+    """`base` (an in-memory exporter or reader) whose `reader` method drains the backlog first."""
+
     def __init__(self, backlog) -> None:
-        super().__init__()
+        base.__init__(self)
         self.backlog = backlog
 
-    def get_finished_spans(self):
+    def read(self, *args, **kwargs):
         self.backlog.drain()
-        return super().get_finished_spans()
+        return getattr(base, reader)(self, *args, **kwargs)
+
+    return type(f"Draining{base.__name__}", (base,), {"__init__": __init__, reader: read})
 
 
-class DrainingLogs(InMemoryLogRecordExporter):
-    def __init__(self, backlog) -> None:
-        super().__init__()
-        self.backlog = backlog
-
-    def get_finished_logs(self):
-        self.backlog.drain()
-        return super().get_finished_logs()
-
-
-class DrainingReader(InMemoryMetricReader):
-    def __init__(self, backlog) -> None:
-        super().__init__()
-        self.backlog = backlog
-
-    def get_metrics_data(self):
-        self.backlog.drain()
-        return super().get_metrics_data()
+DrainingSpans = _draining(InMemorySpanExporter, "get_finished_spans")
+DrainingLogs = _draining(InMemoryLogRecordExporter, "get_finished_logs")
+DrainingReader = _draining(InMemoryMetricReader, "get_metrics_data")
