@@ -197,7 +197,7 @@ def capture_one(plugin: Plugin, fn: Callable[[int], Any]) -> list[tuple]:
         while backlog._items:
             item, args = backlog._items.popleft()
             if getattr(item, "__name__", "") in ("record", "add"):  # a bound SDK instrument method
-                ops.append(("metric", item, args[0], args[1]))
+                ops.append(("metric", item, *args))  # value, attributes, context (exemplars are telemetry too)
             item(*args)
         capture.on = False
     for span in capture.spans:
@@ -224,7 +224,7 @@ def floor_fn(plugin: Plugin, ops: list[tuple]) -> Callable[[int], None]:
                     span.set_status(op[5])
                 span.end()
             elif op[0] == "metric":
-                op[1](op[2], op[3])
+                op[1](*op[2:])
             else:
                 logger.emit(event_name=op[1], attributes=op[2], body=op[3])
 
