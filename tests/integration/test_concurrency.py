@@ -202,6 +202,7 @@ def test_soak_short(soak_pipeline, receiver):
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1200)  # ~3 minutes with tracemalloc on; the suite's 120 s default is for the rest
 def test_soak_ten_thousand_turns(soak_pipeline, receiver):
     numbers = _soak(10_000, 8, receiver, soak_pipeline)
     print(f"\n[soak] {numbers}")
