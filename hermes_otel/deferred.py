@@ -113,6 +113,8 @@ class Backlog:
         queued = len(items)
         if queued == 1 or queued == self._wake_at:
             self._wake.set()
+        if self._stopped:  # shut down while we appended: the last drain may have missed it
+            self.drain(0)
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Run everything queued so far; False when the builder did not yield in time."""
