@@ -49,8 +49,6 @@ _NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 class Inline:
     """Run deferred work at once (tracers we cannot defer for, and tests)."""
 
-    dropped = 0
-
     def defer(self, fn: Callable[..., Any], *args: Any) -> None:
         _run(fn, args)
 
@@ -93,16 +91,10 @@ class Backlog:
         self._thread.start()
 
     def defer(self, fn: Callable[..., Any], *args: Any) -> None:
-        items = self._items
-        queued = len(items)
-        if queued >= self._limit:
+        if len(self._items) >= self._limit:
             self._drop()
-        elif self._stopped:
-            _run(fn, args)
         else:
-            items.append((fn, args))
-            if queued == 0 or queued + 1 == self._wake_at:
-                self._wake.set()
+            self.defer_always(fn, *args)
 
     def defer_always(self, fn: Callable[..., Any], *args: Any) -> None:
         if self._stopped:  # after shutdown: nothing will run later, so run now (fail-open, nothing lost)
@@ -270,9 +262,13 @@ class DeferredTracer(trace.Tracer):
                    kind: SpanKind) -> trace.Span:
         """A span whose name and start attributes `describe(*args)` computes later, on the builder thread.
 
-        Only for children of a local parent (the sampler needs no attributes then); `args` must be
-        values the caller will not change.
+        Deferred only under a local parent whose sampling decision we follow (the sampler would
+        otherwise need the attributes now); `args` must be values the caller will not change.
         """
+        parent = trace.get_current_span(context).get_span_context()
+        if not (parent.is_valid and not parent.is_remote and self.follows_local_parent):
+            name, attributes = describe(*args)
+            return self.start_span(name, context, kind, attributes)
         span = self.start_span("", context, kind)
         if isinstance(span, DeferredSpan):
             span.describe = (describe, args)
@@ -390,9 +386,8 @@ class DeferredSpan(trace.Span):
 
 def start_lazy(tracer: Any, describe: Callable[..., tuple[str, dict]], args: tuple, *,
                context: otel_context.Context | None, kind: SpanKind) -> trace.Span:
-    """`describe(*args)` -> (name, attributes) now with any tracer, or later on the builder with ours."""
-    parent = trace.get_current_span(context).get_span_context()
-    if isinstance(tracer, DeferredTracer) and parent.is_valid and not parent.is_remote and tracer.follows_local_parent:
+    """`describe(*args)` -> (name, attributes) later on the builder with our tracer, now with any other."""
+    if isinstance(tracer, DeferredTracer):
         return tracer.start_lazy(describe, args, context=context, kind=kind)
     name, attributes = describe(*args)
     return tracer.start_span(name, context=context, kind=kind, attributes=attributes)

@@ -30,7 +30,7 @@ def hook_names() -> list[str]:
 
 def _callback(name: str) -> Callable[..., None]:
     def on_hook(**payload: Any) -> None:
-        bridge = runtime._state.bridge
+        bridge = runtime.current_bridge()
         if bridge is not None:
             try:
                 bridge.on_hook(name, payload)

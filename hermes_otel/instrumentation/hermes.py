@@ -175,14 +175,7 @@ class HermesInstrumentor:
         except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
             report(tracker.start_chat, exc)
             return wrapped(*args, **kwargs)
-        token = otel_context.attach(trace.set_span_in_context(call.span))
-        try:
-            response = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            otel_context.detach(token)
-            safely(tracker.finish_chat, call, None, exc)
-            raise
-        otel_context.detach(token)
+        response = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_chat, call, None)
         try:
             tracker.finish_chat(call, response)
         except Exception as exc:  # noqa: BLE001
@@ -201,16 +194,10 @@ class HermesInstrumentor:
             report(tracker.start_tool, exc)
             return wrapped(*args, **kwargs)
         marker = _ACTIVE_TOOL.set(key)
-        token = otel_context.attach(trace.set_span_in_context(call.span))
         try:
-            result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            otel_context.detach(token)
+            result = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_tool, call, kwargs)
+        finally:
             _ACTIVE_TOOL.reset(marker)
-            safely(tracker.finish_tool, call, kwargs, exc)
-            raise
-        otel_context.detach(token)
-        _ACTIVE_TOOL.reset(marker)
         try:
             tracker.finish_tool(call, kwargs)
         except Exception as exc:  # noqa: BLE001
@@ -269,6 +256,20 @@ class HermesInstrumentor:
         proxy = request_proxy(kind, callback, plugin, lambda: getattr(self._tracker(), "layers", None))
         attribution.remember(proxy, plugin)
         return proxy
+
+
+def _call_in_span(span: Any, wrapped: Callable[..., Any], args: tuple, kwargs: dict,
+                  on_error: Callable[..., Any], *on_error_args: Any) -> Any:
+    """The real call with `span` current; an exception is recorded by `on_error(*on_error_args, exc)`
+    and re-raised untouched."""
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        return wrapped(*args, **kwargs)
+    except BaseException as exc:
+        safely(on_error, *on_error_args, exc)
+        raise
+    finally:
+        otel_context.detach(token)
 
 
 def _resolve(module: Any, dotted: str) -> tuple[Any, str]:
