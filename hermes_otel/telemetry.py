@@ -63,6 +63,7 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
+from .exporters.slices import sliced_http_exporter
 from .safety import safely
 from .version import __version__
 
@@ -152,6 +153,8 @@ def _otlp_exporter(signal: str, target: OTLPTarget):
         kwargs = {}
     cls_name = {"traces": "OTLPSpanExporter", "logs": "OTLPLogExporter", "metrics": "OTLPMetricExporter"}[signal]
     cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
+    if target.protocol != "grpc" and signal != "metrics":
+        cls = sliced_http_exporter(signal, cls)  # big batches no longer hold the GIL for milliseconds
     inner = cls(
         endpoint=target.endpoint,
         headers=dict(target.headers),

@@ -1,7 +1,9 @@
 """Span, log and metric exporters that append OTLP/JSON lines to rotating files.
 
-One export batch becomes one line: an ``Export*ServiceRequest`` in the
-OTLP/JSON mapping, the format the Collector's ``otlpjsonfile`` receiver reads.
+Each line is an ``Export*ServiceRequest`` in the OTLP/JSON mapping, the
+format the Collector's ``otlpjsonfile`` receiver reads: a metrics collection
+per line, and span and log batches in slices of a few items per line, so
+that encoding never holds the GIL for long (see :mod:`.slices`).
 The exporters run on the SDK's worker threads, so encoding and I/O stay off
 the agent's thread; they never raise into those threads.
 """
@@ -28,11 +30,12 @@ from opentelemetry.sdk.metrics.view import Aggregation
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from ..exporters.otlp_json import (
+from .otlp_json import (
     encode_logs_json,
     encode_metrics_json,
     encode_spans_json,
 )
+from .slices import slices
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord
@@ -248,13 +251,13 @@ class _SafeSink:
 
 
 class JsonFileSpanExporter(SpanExporter):
-    """Writes each span batch as one ``ExportTraceServiceRequest`` line."""
+    """Writes span batches as ``ExportTraceServiceRequest`` lines, a slice of the batch per line."""
 
     def __init__(self, writer: RotatingJsonLinesWriter) -> None:
         self._sink = _SafeSink(writer, "spans")
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        ok = self._sink.emit(lambda: encode_spans_json(spans))
+        ok = all([self._sink.emit(lambda: encode_spans_json(part)) for part in slices(spans)])
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
     def shutdown(self) -> None:
@@ -265,13 +268,13 @@ class JsonFileSpanExporter(SpanExporter):
 
 
 class JsonFileLogExporter(LogRecordExporter):
-    """Writes each log batch as one ``ExportLogsServiceRequest`` line."""
+    """Writes log batches as ``ExportLogsServiceRequest`` lines, a slice of the batch per line."""
 
     def __init__(self, writer: RotatingJsonLinesWriter) -> None:
         self._sink = _SafeSink(writer, "logs")
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        ok = self._sink.emit(lambda: encode_logs_json(batch))
+        ok = all([self._sink.emit(lambda: encode_logs_json(part)) for part in slices(batch)])
         return LogRecordExportResult.SUCCESS if ok else LogRecordExportResult.FAILURE
 
     def shutdown(self) -> None:
