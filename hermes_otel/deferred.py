@@ -18,6 +18,7 @@ runs inline (:class:`Inline`), as it does in unit tests.
 from __future__ import annotations
 
 import collections
+import gc
 import random
 import threading
 import time
@@ -135,6 +136,7 @@ class Backlog:
                 time.sleep(self._linger_s)
             with self._running:
                 self._run_queued()
+            collect_young()
 
     def _run_queued(self) -> None:
         pop = self._items.popleft
@@ -157,6 +159,22 @@ class Backlog:
             "hermes-otel: telemetry backlog full (%d items); dropping new telemetry until the builder catches up",
             self._limit,
         )
+
+
+def collect_young() -> None:
+    """Run the young-generation garbage collection the interpreter is about to run anyway, now.
+
+    The builder's SDK objects fill the young generations; the next allocation past
+    the threshold, often on the agent's thread in the middle of a call, would then
+    pay for a collection (milliseconds once the batch queues are full). Run at the
+    end of a builder pass, while the agent waits on its model, it lands here instead.
+    Thresholds and `gc.disable()` are the host's and are respected.
+    """
+    if not gc.isenabled():
+        return
+    (young, middle, _), (young_limit, middle_limit, _) = gc.get_count(), gc.get_threshold()
+    if young_limit and young >= young_limit // 2:
+        gc.collect(1 if middle_limit and middle + 1 >= middle_limit else 0)
 
 
 def _run(fn: Callable[..., Any], args: tuple) -> None:

@@ -564,8 +564,11 @@ def _wall(monotonic_start: float) -> float:
 def _tool_key(payload: Mapping[str, Any]) -> str:
     """Tool calls are keyed by (turn, call id): ids can repeat across sessions (e.g. Codex derives them
     from the tool name and arguments), turns cannot."""
-    call_id = _s(payload.get("tool_call_id"))
-    return f"{_s(payload.get('turn_id'))}\x1f{call_id}" if call_id else ""
+    call_id = payload.get("tool_call_id")
+    if not (isinstance(call_id, str) and call_id):
+        return ""
+    turn_id = payload.get("turn_id")
+    return f"{turn_id if isinstance(turn_id, str) else ''}\x1f{call_id}"
 
 
 def _s(value: Any) -> str:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-SLICE_ITEMS = 8  # about 0.6-0.8 ms of encoding
+SLICE_ITEMS = 4  # about 0.3-0.4 ms of encoding (OTLP protobuf, 70-100 µs per item)
 PAUSE_S = 0.0002  # long enough for a waiting thread to be scheduled and take the GIL
 
 _logger = logging.getLogger("hermes_otel")
@@ -31,8 +31,9 @@ def pause() -> None:
     time.sleep(PAUSE_S)
 
 
-def slices(items: Sequence[Any], size: int = SLICE_ITEMS) -> Iterator[Sequence[Any]]:
-    """`items` in slices of `size`, pausing between them."""
+def slices(items: Sequence[Any], size: int | None = None) -> Iterator[Sequence[Any]]:
+    """`items` in slices of `size` (default SLICE_ITEMS), pausing between them."""
+    size = size or SLICE_ITEMS
     for start in range(0, len(items), size):
         if start:
             pause()
@@ -84,7 +85,7 @@ def sliced_http_exporter(signal: str, cls: type) -> type:
 
     class Sliced(cls):  # type: ignore[misc, valid-type]
         def export(self, batch: Sequence[Any]) -> Any:
-            if getattr(self, "_shutdown", False) or len(batch) <= SLICE_ITEMS or not supports_sliced_export(self):
+            if getattr(self, "_shutdown", False) or not supports_sliced_export(self):
                 return super().export(batch)
             return result.SUCCESS if export_sliced(self, batch, encode, signal) else result.FAILURE
 

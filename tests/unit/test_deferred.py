@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import pytest
@@ -18,7 +19,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from hermes_otel import _log
 from hermes_otel.bridge import ObserverBridge
-from hermes_otel.deferred import Backlog, DeferredMeter, DeferredSpan, DeferredTracer
+from hermes_otel.deferred import Backlog, DeferredMeter, DeferredSpan, DeferredTracer, collect_young
 from hermes_otel.tracker import Tracker
 from tests.unit.modes import DrainingLogs, DrainingReader
 
@@ -183,3 +184,73 @@ def test_metric_points_and_log_records_carry_the_recorded_context_and_time(built
     assert names["gen_ai.execute_tool.duration"].data.data_points[0].count == 1
     meter_provider.shutdown()
     logger_provider.shutdown()
+
+
+class _Collections:
+    """Records the garbage collections that start while it is installed (gc.callbacks)."""
+
+    def __enter__(self) -> list[int]:
+        self.generations: list[int] = []
+        gc.callbacks.append(self._seen)
+        return self.generations
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._seen)
+
+    def _seen(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.generations.append(info["generation"])
+
+
+def _fill_young_generation() -> list:
+    young_limit = gc.get_threshold()[0]
+    # Tracked containers: the young count passes half the limit, and stays short of it (no automatic collection).
+    return [[] for _ in range(young_limit * 3 // 4)]
+
+
+def test_the_builder_runs_the_pending_young_collection_itself():
+    gc.collect()
+    with _Collections() as generations:
+        gc.disable()  # nothing else may collect while the young generation fills
+        try:
+            keep = _fill_young_generation()
+            young_before = gc.get_count()[0]
+        finally:
+            gc.enable()
+        collect_young()
+    assert young_before >= gc.get_threshold()[0] // 2
+    assert generations == [0]
+    assert gc.get_count()[0] < young_before
+    del keep
+
+
+def test_the_builder_collects_the_middle_generation_when_it_is_due():
+    gc.collect()
+    middle_limit = gc.get_threshold()[1]
+    for _ in range(middle_limit - 1):
+        gc.collect(0)  # each young collection counts towards the middle generation's
+    assert gc.get_count()[1] == middle_limit - 1
+    with _Collections() as generations:
+        gc.disable()
+        try:
+            keep = _fill_young_generation()
+        finally:
+            gc.enable()
+        collect_young()
+    assert generations == [1]
+    del keep
+
+
+def test_the_builder_leaves_the_hosts_gc_settings_alone():
+    gc.collect()
+    with _Collections() as generations:
+        gc.disable()
+        try:
+            keep = _fill_young_generation()
+            collect_young()  # disabled by the host: no collection from us
+        finally:
+            gc.enable()
+        gc.collect(0)
+        collect_young()  # a young generation far below the threshold: nothing to do yet
+    assert generations == [0]  # only our own explicit gc.collect(0)
+    del keep

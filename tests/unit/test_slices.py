@@ -68,8 +68,9 @@ def flat_logs(request: ExportLogsServiceRequest) -> list:
 def test_slices_cover_the_batch_in_order_and_block_between_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     pauses = []
     monkeypatch.setattr(slices.time, "sleep", pauses.append)
+    size = slices.SLICE_ITEMS
     assert [list(part) for part in slices.slices(list(range(COUNT)))] == [
-        list(range(0, 8)), list(range(8, 16)), list(range(16, COUNT))]
+        list(range(0, size)), list(range(size, 2 * size)), list(range(2 * size, COUNT))]
     # A real block between slices (sleep(0) would not let a waiting thread in), none after the last.
     assert pauses == [slices.PAUSE_S, slices.PAUSE_S]
     assert slices.PAUSE_S > 0
@@ -140,3 +141,4 @@ def test_file_exporter_writes_a_slice_per_line(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in (tmp_path / "traces.jsonl").read_text().splitlines()]
     assert len(lines) == 3
     assert [s["name"] for line in lines for s in decode_spans_json(line)] == [f"span {i}" for i in range(COUNT)]
+
