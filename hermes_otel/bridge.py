@@ -57,16 +57,18 @@ CONTENT_KEYS = (
 )
 
 
+_STRING_ATTRS = {key: f"hermes.{key}" for key in STRING_KEYS}
+
+
 def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Ids, enum-like strings and numeric/bool scalars; never content."""
+    """Ids, enum-like strings and numeric/bool scalars; never content. One pass over the payload."""
     schema = payload.get("telemetry_schema_version")
     attrs: dict[str, Any] = {HOOK_ATTR: hook[:_MAX_STRING], SCHEMA_ATTR: schema[:_MAX_STRING] if isinstance(schema, str) else "unknown"}
-    for key in STRING_KEYS:
-        value = payload.get(key)
-        if isinstance(value, str) and value:
-            attrs[f"hermes.{key}"] = value[:_MAX_STRING]
     for key, value in payload.items():
-        if isinstance(value, bool) or (isinstance(value, int) and -(2**63) <= value < 2**63):
+        if isinstance(value, str):
+            if value and (name := _STRING_ATTRS.get(key)) is not None:
+                attrs[name] = value[:_MAX_STRING]
+        elif isinstance(value, bool) or (isinstance(value, int) and -(2**63) <= value < 2**63):
             attrs[f"hermes.{key}"] = value
         elif isinstance(value, float) and math.isfinite(value):
             attrs[f"hermes.{key}"] = value

@@ -115,7 +115,7 @@ class Backlog:
         if not self._running.acquire(timeout=-1 if timeout_s is None else max(timeout_s, 0.0)):
             return False
         try:
-            self._run_queued()
+            self._run_queued(pausing=False)  # the caller waits for this: no pauses
         finally:
             self._running.release()
         return True
@@ -135,10 +135,10 @@ class Backlog:
             if len(self._items) < self._wake_at:
                 time.sleep(self._linger_s)
             with self._running:
-                self._run_queued()
+                self._run_queued(pausing=True)
             collect_young()
 
-    def _run_queued(self) -> None:
+    def _run_queued(self, pausing: bool) -> None:
         pop = self._items.popleft
         done = 0
         while True:
@@ -148,7 +148,7 @@ class Backlog:
                 return
             _run(fn, args)
             done += 1
-            if done % _YIELD_EVERY == 0:
+            if pausing and done % _YIELD_EVERY == 0:
                 pause()  # hand the GIL back now and then: an agent thread waiting for it gets in at once
 
     def _drop(self) -> None:
