@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import random
 import socket
 import statistics
 import sys
@@ -52,6 +53,8 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 CALLS = int(os.environ.get("BENCH_CALLS", "200"))
 SOAK_TURNS = int(os.environ.get("BENCH_SOAK_TURNS", "10000"))
 PACE_S = float(os.environ.get("BENCH_PACE_S", "0.0005"))
+HISTORY_ROUNDS = int(os.environ.get("BENCH_HISTORY_ROUNDS", "15"))
+LATENCY_TURNS = int(os.environ.get("BENCH_LATENCY_TURNS", "600"))
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -124,7 +127,7 @@ class Round:
         self.process = (time.process_time() - cpu) / calls
 
 
-def measure(plugin: Plugin, fn: Callable[[int], Any], calls: int = CALLS) -> dict:
+def measure(plugin: Plugin, fn: Callable[[int], Any], calls: int = CALLS, rounds: int | None = None) -> dict:
     """Alternate plugin-on and plugin-off rounds; medians in µs.
 
     Tight rounds (calls back to back, warm caches; a round is shorter than the builder's linger, so
@@ -133,7 +136,7 @@ def measure(plugin: Plugin, fn: Callable[[int], Any], calls: int = CALLS) -> dic
     thinks; caches go cold, the builder and exporters run in between) give the cold figure.
     """
     warm, cold, total, bare = [], [], [], []
-    for _ in range(ROUNDS):
+    for _ in range(rounds or ROUNDS):
         for pace_s, sink in ((0.0, warm), (PACE_S, cold)):
             plugin.on()
             plugin.flush()
@@ -263,13 +266,20 @@ def per_call_rows(plugin: Plugin, label: str) -> list[dict]:
 
 
 def history_rows(plugin: Plugin) -> list[dict]:
+    """Per-turn cost at 10, 100 and 1000 history messages; the lengths take turns within each round,
+    so that drift on this machine cannot pass for growth."""
     hermes = drivers.Hermes()
-    rows = []
-    for length in (10, 100, 1000):
-        messages = drivers.history(length)
-        rows.append({"case": f"turn (2 llm + 1 tool), {length} msgs", "history": length,
-                     **measure(plugin, lambda i: hermes.turn(i, messages), calls=max(CALLS // 4, 20))})
-    return rows
+    lengths = (10, 100, 1000)
+    histories = {length: drivers.history(length) for length in lengths}
+    runs: dict[int, list[dict]] = {length: [] for length in lengths}
+    for _ in range(HISTORY_ROUNDS):
+        for length in lengths:
+            messages = histories[length]
+            runs[length].append(measure(plugin, lambda i: hermes.turn(i, messages), calls=max(CALLS // 4, 20),
+                                        rounds=1))
+    return [{"case": f"turn (2 llm + 1 tool), {length} msgs", "history": length,
+             **{key: round(statistics.median(r[key] for r in runs[length]), 2) for key in runs[length][0]}}
+            for length in lengths]
 
 
 def throughput(plugin: Plugin) -> dict:
@@ -320,18 +330,20 @@ def memory(plugin: Plugin, label: str) -> dict:
             "backlog_dropped": plugin.backlog.dropped}
 
 
-def latency(plugin: Plugin, label: str, turns: int = 300) -> dict:
-    """Per-turn time as the agent sees it, with the agent idle between turns as while waiting on its model."""
+def latency(plugin: Plugin, label: str, turns: int = LATENCY_TURNS) -> dict:
+    """Per-turn time as the agent sees it, with the agent idle between turns as while waiting on its model
+    (15-30 ms, varied so that turns do not fall into step with the builder's or the exporters' timers)."""
     hermes = drivers.Hermes()
     messages = drivers.history(10)
     samples = {"on": [], "off": []}
+    thinking = random.Random(8)
     for i in range(turns):
         for side in ("on", "off"):
             getattr(plugin, side)()
             started = time.perf_counter()
             hermes.turn(i, messages)
             samples[side].append(time.perf_counter() - started)
-            time.sleep(0.02)  # the model thinks: the builder and exporters run now
+            time.sleep(thinking.uniform(0.015, 0.03))  # the model thinks: the builder and exporters run now
     plugin.on()
 
     def pct(values: list[float], q: float) -> float:
@@ -403,7 +415,8 @@ def _env(endpoint: str | None = None, capture: bool = False, **extra: str) -> di
 
 
 def main() -> int:
-    report: dict[str, Any] = {"rounds": ROUNDS, "calls": CALLS, "cpus": os.cpu_count()}
+    report: dict[str, Any] = {"rounds": ROUNDS, "calls": CALLS, "cpus": os.cpu_count(), "latency_turns": LATENCY_TURNS,
+                              "history_rounds": HISTORY_ROUNDS}
     per_call: list[dict] = []
     with ReceiverProcess() as receiver:
         for label, env in (
@@ -458,7 +471,8 @@ def markdown(report: dict) -> str:
     for r in report["history"]:
         lines.append(f"| {r['case']} | {r['agent_wall_us']:.0f} µs | {r['agent_cold_us']:.0f} µs | | "
                      f"{r['total_cpu_us']:.0f} µs | | |")
-    lines += ["", "| collector | added per turn, p50 | p99 | process exit |", "|---|---|---|---|"]
+    lines += ["", f"| collector ({report['latency_turns']} turns each, the model idle 15-30 ms between them) "
+              "| added per turn, p50 | p99 | process exit |", "|---|---|---|---|"]
     for lat in report["latency"]:
         exit_s = report["exit_s"].get(lat["case"])
         lines.append(f"| {lat['case']} | {lat['added_p50_us']:.0f} µs | {lat['added_p99_us']:.0f} µs | "

@@ -249,8 +249,13 @@ class DeferredTracer(trace.Tracer):
         record_exception: bool = True,
         set_status_on_exception: bool = True,
     ) -> trace.Span:
+        return self._start(trace.get_current_span(context).get_span_context(), name, context, kind, attributes, links,
+                           start_time)
+
+    def _start(self, parent: SpanContext, name: str, context: otel_context.Context | None, kind: SpanKind,
+               attributes: Mapping[str, Any] | None = None, links: Sequence[Link] | None = None,
+               start_time: int | None = None) -> trace.Span:
         # Ids, flags and trace state exactly as the SDK tracer would set them (see its start_span).
-        parent = trace.get_current_span(context).get_span_context()
         if parent.is_valid and not parent.is_remote and self.follows_local_parent:
             span_context = SpanContext(
                 parent.trace_id, random.getrandbits(64) or 1, False, parent.trace_flags, parent.trace_state
@@ -287,8 +292,8 @@ class DeferredTracer(trace.Tracer):
         parent = trace.get_current_span(context).get_span_context()
         if not (parent.is_valid and not parent.is_remote and self.follows_local_parent):
             name, attributes = describe(*args)
-            return self.start_span(name, context, kind, attributes)
-        span = self.start_span("", context, kind)
+            return self._start(parent, name, context, kind, attributes)
+        span = self._start(parent, "", context, kind)
         if isinstance(span, DeferredSpan):
             span.describe = (describe, args)
         return span

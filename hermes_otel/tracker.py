@@ -408,9 +408,10 @@ class Tracker:
             call.span.set_status(Status(StatusCode.ERROR, status))
         call.span.end()
 
-    def _find_tool(self, payload: Mapping[str, Any]) -> Call | None:
+    def _find_tool(self, payload: Mapping[str, Any], key: str | None = None) -> Call | None:
         """The open tool call of a payload (caller holds the lock); by (turn, id), else by id alone."""
-        key = _tool_key(payload)
+        if key is None:
+            key = _tool_key(payload)
         if not key:
             return None
         call = self._tools.get(key)
@@ -461,7 +462,8 @@ class Tracker:
         """
         key = _tool_key(payload)
         with self._lock:
-            call = self._find_tool(payload)
+            call = self._find_tool(payload, key)
+            denied_by = self._denied.pop(key, None) if key else None
         if call is not None and call.ended:
             return  # already ended (late duplicate): nothing to add
         if call is None:
@@ -469,8 +471,6 @@ class Tracker:
                 return  # a late verdict for a finished turn: the log record keeps it
             call = self._instant_tool(payload)
         status = payload.get("status")
-        with self._lock:
-            denied_by = self._denied.pop(key, None) if key else None
         if denied_by is not None:
             # Hermes reports a denied command as a tool error; it is a block, by approval.
             payload = {**payload, "status": "blocked", "error_type": "approval_denied",

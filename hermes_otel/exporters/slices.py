@@ -8,7 +8,7 @@ switch interval, 5 ms. Between slices we block briefly, which lets a waiting
 thread in; `time.sleep(0)` would not, since the exporter thread takes the GIL
 straight back before the waiter is scheduled.
 
-Only the encoding is sliced: an OTLP/HTTP batch is still one request, since
+A batch is cut into at most MAX_SLICES slices. Only the encoding is sliced: an OTLP/HTTP batch is still one request, since
 protobuf messages concatenate (the slices' `resource_spans` / `resource_logs`
 lists are appended), and a file batch becomes one line per slice.
 """
@@ -22,6 +22,7 @@ from typing import Any
 
 SLICE_ITEMS = 4  # about 0.3-0.4 ms of encoding (OTLP protobuf, 70-100 µs per item)
 PAUSE_S = 0.0002  # long enough for a waiting thread to be scheduled and take the GIL
+MAX_SLICES = 8  # per batch
 
 _logger = logging.getLogger("hermes_otel")
 
@@ -32,8 +33,13 @@ def pause() -> None:
 
 
 def slices(items: Sequence[Any], size: int | None = None) -> Iterator[Sequence[Any]]:
-    """`items` in slices of `size` (default SLICE_ITEMS), pausing between them."""
-    size = size or SLICE_ITEMS
+    """`items` in slices of `size`, pausing between them.
+
+    By default slices are SLICE_ITEMS long, or longer when that would take more than
+    MAX_SLICES slices: a big batch means the exporter is behind, and then keeping up
+    matters more than the length of a GIL hold.
+    """
+    size = size or max(SLICE_ITEMS, -(-len(items) // MAX_SLICES))
     for start in range(0, len(items), size):
         if start:
             pause()

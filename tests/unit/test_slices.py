@@ -76,6 +76,16 @@ def test_slices_cover_the_batch_in_order_and_block_between_slices(monkeypatch: p
     assert slices.PAUSE_S > 0
 
 
+def test_a_batch_that_shows_the_exporter_is_behind_gets_longer_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    pauses = []
+    monkeypatch.setattr(slices.time, "sleep", pauses.append)
+    big = list(range(slices.SLICE_ITEMS * slices.MAX_SLICES * 4 + 1))
+    parts = [list(part) for part in slices.slices(big)]
+    assert sum(parts, []) == big
+    assert len(parts) == slices.MAX_SLICES  # no more pauses than that, in longer slices
+    assert len(pauses) == slices.MAX_SLICES - 1
+
+
 def test_sliced_span_request_decodes_to_the_same_spans() -> None:
     spans = finished_spans()
     sliced = ExportTraceServiceRequest.FromString(slices.encode_sliced(encode_spans, spans))
