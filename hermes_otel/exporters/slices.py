@@ -8,9 +8,10 @@ switch interval, 5 ms. Between slices we block briefly, which lets a waiting
 thread in; `time.sleep(0)` would not, since the exporter thread takes the GIL
 straight back before the waiter is scheduled.
 
-A batch is cut into at most MAX_SLICES slices. Only the encoding is sliced: an OTLP/HTTP batch is still one request, since
-protobuf messages concatenate (the slices' `resource_spans` / `resource_logs`
-lists are appended), and a file batch becomes one line per slice.
+A batch is cut into at most MAX_SLICES slices. Only the encoding is sliced:
+an OTLP/HTTP batch is still one request, since protobuf messages concatenate
+(the slices' `resource_spans` / `resource_logs` lists are appended), and a
+file batch becomes one line per slice.
 """
 
 from __future__ import annotations
