@@ -48,6 +48,7 @@ from receiver import ReceiverProcess  # noqa: E402
 
 from hermes_otel import runtime  # noqa: E402
 from hermes_otel.deferred import DeferredTracer  # noqa: E402
+from hermes_otel.exporters.health import health  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 CALLS = int(os.environ.get("BENCH_CALLS", "200"))
@@ -55,7 +56,7 @@ SOAK_TURNS = int(os.environ.get("BENCH_SOAK_TURNS", "10000"))
 PACE_S = float(os.environ.get("BENCH_PACE_S", "0.0005"))
 HISTORY_ROUNDS = int(os.environ.get("BENCH_HISTORY_ROUNDS", "15"))
 LATENCY_TURNS = int(os.environ.get("BENCH_LATENCY_TURNS", "600"))
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(os.environ.get("BENCH_RESULTS") or Path(__file__).parent / "results")
 
 
 # -- plugin on / off -------------------------------------------------------------
@@ -127,15 +128,18 @@ class Round:
         self.process = (time.process_time() - cpu) / calls
 
 
-def measure(plugin: Plugin, fn: Callable[[int], Any], calls: int = CALLS, rounds: int | None = None) -> dict:
+def measure(plugin: Plugin, fn: Callable[[int], Any], calls: int = CALLS, rounds: int | None = None,
+            floor: Callable[[int], Any] | None = None) -> dict:
     """Alternate plugin-on and plugin-off rounds; medians in µs.
 
     Tight rounds (calls back to back, warm caches; a round is shorter than the builder's linger, so
     the builder does its part after the round, and the round's process CPU includes it) give the
     agent-thread and total figures. Paced rounds (the agent idles between calls, as while its model
-    thinks; caches go cold, the builder and exporters run in between) give the cold figure.
+    thinks; caches go cold, the builder and exporters run in between) give the cold figure. With
+    `floor` (the same telemetry emitted straight through the SDK), a floor round follows each tight
+    pair, so that the ratio compares rounds run under the same conditions.
     """
-    warm, cold, total, bare = [], [], [], []
+    warm, cold, total, bare, floor_cpu, floor_wall = [], [], [], [], [], []
     for _ in range(rounds or ROUNDS):
         for pace_s, sink in ((0.0, warm), (PACE_S, cold)):
             plugin.on()
@@ -147,13 +151,21 @@ def measure(plugin: Plugin, fn: Callable[[int], Any], calls: int = CALLS, rounds
             if not pace_s:
                 total.append((on.process - off.process) * 1e6)
                 bare.append(statistics.median(off.wall) * 1e6)
+                if floor is not None:
+                    direct = Round(plugin, floor, calls)
+                    floor_cpu.append(direct.process * 1e6)
+                    floor_wall.append(statistics.median(direct.wall) * 1e6)
     plugin.on()
-    return {
+    row = {
         "without_us": round(statistics.median(bare), 2),
         "agent_wall_us": round(statistics.median(warm), 2),
         "agent_cold_us": round(statistics.median(cold), 2),
         "total_cpu_us": round(statistics.median(total), 2),
     }
+    if floor is not None:
+        row["floor_wall_us"] = round(statistics.median(floor_wall), 2)
+        row["floor_cpu_us"] = round(statistics.median(floor_cpu), 2)
+    return row
 
 
 # -- the floor: the same telemetry straight through the SDK ------------------------
@@ -234,14 +246,6 @@ def floor_fn(plugin: Plugin, ops: list[tuple]) -> Callable[[int], None]:
     return emit
 
 
-def measure_floor(plugin: Plugin, ops: list[tuple]) -> dict:
-    """The same telemetry through the SDK on the agent's thread: its process CPU per call, and its wall median."""
-    emit = floor_fn(plugin, ops)
-    rounds = [Round(plugin, emit, CALLS) for _ in range(ROUNDS)]
-    return {"floor_cpu_us": round(statistics.median(r.process for r in rounds) * 1e6, 2),
-            "floor_wall_us": round(statistics.median(statistics.median(r.wall) for r in rounds) * 1e6, 2)}
-
-
 # -- cases ---------------------------------------------------------------------------
 
 
@@ -253,9 +257,8 @@ def per_call_rows(plugin: Plugin, label: str) -> list[dict]:
         drivers.install_layers(layers)
         hermes.start_turn(0, messages)
         for kind, fn in (("llm call", lambda i: hermes.llm_call(messages)), ("tool call", hermes.tool_call)):
-            row = {"case": f"{kind}, {layers} layer(s), {label}", **measure(plugin, fn)}
             ops = capture_one(plugin, fn)
-            row.update(measure_floor(plugin, ops))
+            row = {"case": f"{kind}, {layers} layer(s), {label}", **measure(plugin, fn, floor=floor_fn(plugin, ops))}
             row["emitted"] = {k: sum(op[0] == k for op in ops) for k in ("span", "metric", "log")}
             row["total_vs_floor"] = round(row["total_cpu_us"] / row["floor_cpu_us"], 2)
             row["agent_vs_floor"] = round(row["agent_wall_us"] / row["floor_wall_us"], 2)
@@ -425,6 +428,7 @@ def main() -> int:
             ("OTLP loopback", _env(receiver.endpoint)),
         ):
             plugin = Plugin(env)
+            dropped_before = dict(health.dropped)
             assert isinstance(plugin.telemetry.tracer, DeferredTracer)
             per_call += per_call_rows(plugin, label)
             if label == "embedded files":
@@ -435,6 +439,9 @@ def main() -> int:
                 report["memory"].append(memory(plugin, "OTLP loopback"))
                 report["latency"] = [latency(plugin, "collector healthy (OTLP loopback)")]
             plugin.close()
+            report.setdefault("exporter_dropped", {})[label] = {
+                signal: n - dropped_before.get(signal, 0) for signal, n in health.dropped.items()
+                if n - dropped_before.get(signal, 0)}
     hanging, slow = Hanging(), Slow()
     for label, endpoint in (("collector down (refused)", _refused_endpoint()), ("collector hanging", hanging.endpoint),
                             ("collector slow (5 s)", slow.endpoint)):
@@ -504,6 +511,7 @@ def _print(report: dict) -> None:
     for lat in report["latency"]:
         print(f"latency: {lat}")
     print(f"exit: {report['exit_s']}")
+    print(f"dropped by the exporters (healthy pipelines): {report['exporter_dropped']}")
 
 
 if __name__ == "__main__":

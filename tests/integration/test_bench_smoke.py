@@ -1,0 +1,43 @@
+"""`make bench` still runs end to end (tiny sizes; the numbers themselves are not asserted: the benchmark is the gate)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {"BENCH_ROUNDS": "1", "BENCH_CALLS": "4", "BENCH_SOAK_TURNS": "20", "BENCH_HISTORY_ROUNDS": "1",
+        "BENCH_LATENCY_TURNS": "4"}
+
+
+@pytest.mark.timeout(300)
+def test_the_benchmark_runs_and_reports_every_section(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
+    env.update(TINY, BENCH_RESULTS=str(tmp_path))
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py")], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    report = json.loads((tmp_path / "latest.json").read_text())
+    cases = [row["case"] for row in report["per_call"]]
+    assert len(cases) == 12 and len(set(cases)) == 12  # llm/tool × 0/1 layer × files, capture on, OTLP
+    for row in report["per_call"]:
+        assert {"agent_wall_us", "agent_cold_us", "total_cpu_us", "floor_wall_us", "floor_cpu_us",
+                "total_vs_floor", "agent_vs_floor"} <= row.keys()
+        assert row["floor_cpu_us"] > 0 and row["floor_wall_us"] > 0
+    assert [row["emitted"] for row in report["per_call"][:2]] == [
+        {"span": 1, "metric": 3, "log": 1},  # chat span; duration + 2 token points; post_api_request
+        {"span": 1, "metric": 2, "log": 3},  # execute_tool; duration + calls; pre/post/transform hooks
+    ]
+    assert [row["history"] for row in report["history"]] == [10, 100, 1000]
+    assert [m["backlog_dropped"] for m in report["memory"]] == [0, 0, 0]
+    assert [lat["case"] for lat in report["latency"]] == [
+        "collector healthy (OTLP loopback)", "collector down (refused)", "collector hanging", "collector slow (5 s)"]
+    assert set(report["exit_s"]) == {"collector down (refused)", "collector hanging", "collector slow (5 s)"}
+    assert report["throughput"]["events"] > 0
+    table = (tmp_path / "latest.md").read_text()
+    assert table.count("\n| llm call") == 6 and "| collector down (refused) |" in table
