@@ -101,7 +101,8 @@ class Tracker:
                 self._pending.popitem(last=False)
 
     def _attach_request_events(self, span: Span, kind: str, key: Any) -> None:
-        if not isinstance(key, str) or not key:
+        # Unlocked emptiness check: a pass recorded for this call ran before it, on the caller's thread.
+        if not self._pending or not isinstance(key, str) or not key:
             return
         with self._lock:
             events = self._pending.pop((kind, key), None)
@@ -424,9 +425,9 @@ class Tracker:
         """The span an observer payload belongs to (for log correlation): tool, then turn."""
         with self._lock:
             call = self._find_tool(payload)
+            if call is not None:
+                return call.span
             turn = self._turns.get(_s(payload.get("turn_id")))
-        if call is not None:
-            return call.span
         return turn.span if turn is not None else None
 
     # -- tool calls ----------------------------------------------------------
