@@ -257,7 +257,7 @@ class JsonFileSpanExporter(SpanExporter):
         self._sink = _SafeSink(writer, "spans")
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        ok = all([self._sink.emit(lambda: encode_spans_json(part)) for part in slices(spans)])
+        ok = all([self._sink.emit(lambda: encode_spans_json(part)) for part in slices(spans)])  # every slice is tried
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
     def shutdown(self) -> None:
@@ -274,7 +274,7 @@ class JsonFileLogExporter(LogRecordExporter):
         self._sink = _SafeSink(writer, "logs")
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        ok = all([self._sink.emit(lambda: encode_logs_json(part)) for part in slices(batch)])
+        ok = all([self._sink.emit(lambda: encode_logs_json(part)) for part in slices(batch)])  # every slice is tried
         return LogRecordExportResult.SUCCESS if ok else LogRecordExportResult.FAILURE
 
     def shutdown(self) -> None:

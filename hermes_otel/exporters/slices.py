@@ -16,6 +16,7 @@ file batch becomes one line per slice.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -81,6 +82,7 @@ def export_sliced(exporter: Any, batch: Sequence[Any], encode: Callable[[Sequenc
     return True
 
 
+@functools.lru_cache(maxsize=None)  # one subclass per (signal, exporter class), however often we reconfigure
 def sliced_http_exporter(signal: str, cls: type) -> type:
     """A subclass of the SDK's OTLP/HTTP `cls` for `signal` ("traces" or "logs") that encodes in slices."""
     from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs

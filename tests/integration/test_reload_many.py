@@ -60,9 +60,11 @@ def test_a_hundred_reloads(traced, llm, receiver, monkeypatch):
                 for name, cbs in manager._hooks.items()}
         assert all(len(cbs) == 1 for cbs in ours.values()) and "on_session_end" in ours
         counts.append(len(_our_threads()))
-    # Threads: the live pipeline plus at most two retired ones still draining; never more.
-    assert max(counts) <= 3 * threads_at_start, counts
-    assert counts[-1] == counts[49], counts  # level, not growing
+    # Threads: the live pipeline plus the two retired ones kept for their open spans; and, just after a
+    # change, the builder of the pipeline that was shut down (it exits at its next wake-up) and the
+    # thread running that bounded shutdown. Never more.
+    assert max(counts) <= 3 * threads_at_start + 2, counts
+    assert counts[-1] <= counts[49], counts  # level, not growing (earlier tests' threads may still be ending)
 
     llm.push(Reply.text("after a hundred reloads"))
     assert run_agent(llm.base_url, "hi")["final_response"] == "after a hundred reloads"

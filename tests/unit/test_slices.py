@@ -152,3 +152,8 @@ def test_file_exporter_writes_a_slice_per_line(tmp_path: Path) -> None:
     assert len(lines) == 3
     assert [s["name"] for line in lines for s in decode_spans_json(line)] == [f"span {i}" for i in range(COUNT)]
 
+
+
+def test_one_sliced_class_per_exporter_class() -> None:
+    assert slices.sliced_http_exporter("traces", OTLPSpanExporter) is slices.sliced_http_exporter("traces", OTLPSpanExporter)
+    assert slices.sliced_http_exporter("logs", OTLPLogExporter) is not slices.sliced_http_exporter("traces", OTLPSpanExporter)
