@@ -40,8 +40,8 @@ from opentelemetry.trace import (
 )
 
 from . import _log
+from ._gil import pause
 from .exporters.health import health
-from .exporters.slices import pause
 
 _YIELD_EVERY = 8  # items between GIL hand-backs (~0.2-0.4 ms of building)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)

@@ -552,7 +552,7 @@ _CHAT_METRIC_KEYS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDR
 def _chat_metric_attributes(call: Call) -> dict[str, Any]:
     span = call.span
     attrs = span.start_attributes if isinstance(span, DeferredSpan) and span.describe is not None else None
-    if attrs is None or not attrs:  # inline, unsampled, or not built yet: describe again
+    if not attrs:  # inline, unsampled, or not built yet: describe again
         attrs = _describe_chat(*call.described)[1] if call.described else {}
     return {k: attrs[k] for k in _CHAT_METRIC_KEYS if k in attrs}
 

@@ -4,9 +4,7 @@ The SDK's batch processors hand an exporter hundreds of items at once, and
 encoding them is pure Python (70–100 µs per span or log record with the OTLP
 protobuf encoder), so one batch holds the GIL for many milliseconds. An agent
 thread that wakes up meanwhile (its model answered) waits for the interpreter's
-switch interval, 5 ms. Between slices we block briefly, which lets a waiting
-thread in; `time.sleep(0)` would not, since the exporter thread takes the GIL
-straight back before the waiter is scheduled.
+switch interval, 5 ms. Between slices we pause (see :mod:`hermes_otel._gil`).
 
 A batch is cut into at most MAX_SLICES slices. Only the encoding is sliced:
 an OTLP/HTTP batch is still one request, since protobuf messages concatenate
@@ -18,20 +16,15 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from .._gil import pause
+
 SLICE_ITEMS = 4  # about 0.3-0.4 ms of encoding (OTLP protobuf, 70-100 µs per item)
-PAUSE_S = 0.0002  # long enough for a waiting thread to be scheduled and take the GIL
 MAX_SLICES = 8  # per batch
 
 _logger = logging.getLogger("hermes_otel")
-
-
-def pause() -> None:
-    """Block briefly so that a thread waiting for the GIL gets it now (background threads only)."""
-    time.sleep(PAUSE_S)
 
 
 def slices(items: Sequence[Any], size: int | None = None) -> Iterator[Sequence[Any]]:

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from hermes_otel import _gil
 from hermes_otel.config import OTLPTarget
 from hermes_otel.exporters import slices
 from hermes_otel.exporters.file import JsonFileSpanExporter, RotatingJsonLinesWriter
@@ -67,18 +68,18 @@ def flat_logs(request: ExportLogsServiceRequest) -> list:
 
 def test_slices_cover_the_batch_in_order_and_block_between_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     pauses = []
-    monkeypatch.setattr(slices.time, "sleep", pauses.append)
+    monkeypatch.setattr(_gil.time, "sleep", pauses.append)
     size = slices.SLICE_ITEMS
     assert [list(part) for part in slices.slices(list(range(COUNT)))] == [
         list(range(0, size)), list(range(size, 2 * size)), list(range(2 * size, COUNT))]
     # A real block between slices (sleep(0) would not let a waiting thread in), none after the last.
-    assert pauses == [slices.PAUSE_S, slices.PAUSE_S]
-    assert slices.PAUSE_S > 0
+    assert pauses == [_gil.PAUSE_S, _gil.PAUSE_S]
+    assert _gil.PAUSE_S > 0
 
 
 def test_a_batch_that_shows_the_exporter_is_behind_gets_longer_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     pauses = []
-    monkeypatch.setattr(slices.time, "sleep", pauses.append)
+    monkeypatch.setattr(_gil.time, "sleep", pauses.append)
     big = list(range(slices.SLICE_ITEMS * slices.MAX_SLICES * 4 + 1))
     parts = [list(part) for part in slices.slices(big)]
     assert sum(parts, []) == big
