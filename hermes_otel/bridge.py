@@ -17,10 +17,11 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import SeverityNumber
+from opentelemetry.trace import Span
 
 from . import _log, content
 from . import semconv as sc
-from .deferred import Backlog, Inline
+from .deferred import Backlog, Inline, immediate
 from .middleware.contract import OBSERVER_SCHEMA_VERSION
 from .safety import report, safely
 from .tracker import Tracker
@@ -97,24 +98,12 @@ class ObserverBridge:
             )
         if hook not in KNOWN_HOOKS:
             _log.once(f"hook:{hook}", "hermes-otel: unknown observer hook %r; exported best-effort", hook)
-        # Each step fails open on its own: a payload that breaks the span view still gets its record.
-        span_for = self._tracker.span_for
-        try:
-            span = span_for(payload)
-        except Exception as exc:  # noqa: BLE001
-            report(span_for, exc)
-            span = None
         handler = _SPAN_HANDLERS.get(hook)
-        if handler is not None:
-            try:
-                handler(self, payload)
-            except Exception as exc:  # noqa: BLE001
-                report(handler, exc)
-            if span is None:
-                span = safely(span_for, payload)
-        self._emit(hook, payload, span)
-
-    def _emit(self, hook: str, payload: Mapping[str, Any], span) -> None:
+        try:
+            span = self._tracker.span_for(payload) if handler is None else handler(self, payload)
+        except Exception as exc:  # noqa: BLE001 - fail open: the record is still emitted
+            report(handler or self._tracker.span_for, exc)
+            span = safely(self._tracker.span_for, payload) if handler is not None else None
         body = None
         if self._content_in_events:
             # Content is read now: the objects behind it may change once the hook returns.
@@ -124,18 +113,22 @@ class ObserverBridge:
         self._backlog.defer(self._emit_record, hook, payload, span, time.time_ns(), body)
 
     def _emit_record(self, hook: str, payload: Mapping[str, Any], span, timestamp: int, body) -> None:
+        context = trace.set_span_in_context(span) if span is not None else None
         self._logger.emit(
             timestamp=timestamp,
             observed_timestamp=timestamp,
-            context=trace.set_span_in_context(span) if span is not None else None,
+            context=context,
             severity_number=SeverityNumber.INFO,
             severity_text="INFO",
             body=body or None,
             attributes=_attributes(hook, payload),
             event_name=EVENT_PREFIX + hook,
         )
+        count = _COUNTERS.get(hook)
+        if count is not None and self._metrics is not None:
+            count(self._metrics, payload, context)  # exemplars point at the record's span
 
-    # -- span-side handlers -------------------------------------------------------
+    # -- span-side handlers: each returns the span the hook's record belongs to --------
 
     def _turn_start(self, payload: Mapping[str, Any]) -> None:
         turn = self._tracker.turn(payload.get("turn_id"), payload.get("session_id"), payload)
@@ -152,32 +145,23 @@ class ObserverBridge:
     def _turn_end(self, payload: Mapping[str, Any]) -> None:
         self._tracker.end_turn(payload.get("turn_id"), payload)
 
-    def _post_tool(self, payload: Mapping[str, Any]) -> None:
+    def _post_tool(self, payload: Mapping[str, Any]) -> Span | None:
         if self._tracker.capture_on_spans and "result" in payload:
             span = self._tracker.span_for({"tool_call_id": payload.get("tool_call_id")})
             if span is not None:
                 span.set_attribute("gen_ai.tool.call.result", content.to_json(payload.get("result")))
-        self._tracker.tool_outcome(payload)
-        if self._metrics is not None:
-            self._metrics.tool_calls.add(1, _labels(payload, (("tool_name", sc.TOOL_NAME), ("status", sc.TOOL_STATUS))))
+        # The verdict looks the call up anyway: its span is the record's (else the turn's).
+        span = self._tracker.tool_outcome(payload)
+        return span if span is not None else self._tracker.span_for(payload)
 
     def _api_error(self, payload: Mapping[str, Any]) -> None:
         self._tracker.api_error(payload)
-        if self._metrics is not None:
-            labels = _labels(payload, (("reason", sc.API_ERROR_REASON),))
-            status = payload.get("status_code")
-            if isinstance(status, int) and not isinstance(status, bool):
-                labels[sc.HTTP_STATUS] = status
-            self._metrics.api_errors.add(1, labels)
 
     def _approval_request(self, payload: Mapping[str, Any]) -> None:
         self._tracker.approval_requested(payload)
 
     def _approval_response(self, payload: Mapping[str, Any]) -> None:
         self._tracker.approval_decided(payload)
-        if self._metrics is not None:
-            labels = _labels(payload, (("choice", sc.APPROVAL_CHOICE), ("surface", sc.APPROVAL_SURFACE)))
-            self._metrics.approvals.add(1, labels)
 
     def _session_start(self, payload: Mapping[str, Any]) -> None:
         self._tracker.session_started(payload.get("session_id"))
@@ -192,19 +176,65 @@ class ObserverBridge:
         self._tracker.subagent_stopped(payload)
 
 
-_SPAN_HANDLERS: dict[str, Callable[[ObserverBridge, Mapping[str, Any]], None]] = {
-    "pre_llm_call": ObserverBridge._turn_start,
-    "post_llm_call": ObserverBridge._turn_output,
-    "on_session_end": ObserverBridge._turn_end,
+Handler = Callable[[ObserverBridge, Mapping[str, Any]], "Span | None"]
+
+
+def _located(action: Callable[[ObserverBridge, Mapping[str, Any]], None]) -> Handler:
+    """A span-side action whose record belongs to the span the payload points at before it runs
+    (the action may end that span), else after (the action may have started it). Each step fails
+    open on its own: a payload that breaks the span view still gets its action, and its record."""
+
+    def handler(bridge: ObserverBridge, payload: Mapping[str, Any]) -> Span | None:
+        span = safely(bridge._tracker.span_for, payload)
+        try:
+            action(bridge, payload)
+        except Exception as exc:  # noqa: BLE001
+            report(action, exc)
+        return span if span is not None else safely(bridge._tracker.span_for, payload)
+
+    handler.__qualname__ = action.__qualname__
+    return handler
+
+
+_SPAN_HANDLERS: dict[str, Handler] = {
+    "pre_llm_call": _located(ObserverBridge._turn_start),
+    "post_llm_call": _located(ObserverBridge._turn_output),
+    "on_session_end": _located(ObserverBridge._turn_end),
     "post_tool_call": ObserverBridge._post_tool,
-    "api_request_error": ObserverBridge._api_error,
-    "pre_approval_request": ObserverBridge._approval_request,
-    "post_approval_response": ObserverBridge._approval_response,
-    "on_session_start": ObserverBridge._session_start,
-    "on_session_finalize": ObserverBridge._session_close,
-    "on_session_reset": ObserverBridge._session_close,
-    "subagent_start": ObserverBridge._subagent_start,
-    "subagent_stop": ObserverBridge._subagent_stop,
+    "api_request_error": _located(ObserverBridge._api_error),
+    "pre_approval_request": _located(ObserverBridge._approval_request),
+    "post_approval_response": _located(ObserverBridge._approval_response),
+    "on_session_start": _located(ObserverBridge._session_start),
+    "on_session_finalize": _located(ObserverBridge._session_close),
+    "on_session_reset": _located(ObserverBridge._session_close),
+    "subagent_start": _located(ObserverBridge._subagent_start),
+    "subagent_stop": _located(ObserverBridge._subagent_stop),
+}
+
+
+# -- counters, counted on the builder with the hook's record ------------------------------
+
+
+def _count_tool_call(metrics: "_Instruments", payload: Mapping[str, Any], context) -> None:
+    metrics.tool_calls(1, _labels(payload, (("tool_name", sc.TOOL_NAME), ("status", sc.TOOL_STATUS))), context)
+
+
+def _count_api_error(metrics: "_Instruments", payload: Mapping[str, Any], context) -> None:
+    labels = _labels(payload, (("reason", sc.API_ERROR_REASON),))
+    status = payload.get("status_code")
+    if isinstance(status, int) and not isinstance(status, bool):
+        labels[sc.HTTP_STATUS] = status
+    metrics.api_errors(1, labels, context)
+
+
+def _count_approval(metrics: "_Instruments", payload: Mapping[str, Any], context) -> None:
+    metrics.approvals(1, _labels(payload, (("choice", sc.APPROVAL_CHOICE), ("surface", sc.APPROVAL_SURFACE))), context)
+
+
+_COUNTERS: dict[str, Callable[["_Instruments", Mapping[str, Any], Any], None]] = {
+    "post_tool_call": _count_tool_call,
+    "api_request_error": _count_api_error,
+    "post_approval_response": _count_approval,
 }
 
 
@@ -222,13 +252,15 @@ def _messages(role: str, text: Any) -> str:
 
 
 class _Instruments:
+    """The bridge's counters, as recorders that run at once (they are called on the builder)."""
+
     def __init__(self, meter) -> None:
-        self.tool_calls = meter.create_counter(
+        self.tool_calls = immediate(meter.create_counter(
             "hermes.tool.calls", unit="{call}", description="Tool calls by tool and Hermes's status"
-        )
-        self.api_errors = meter.create_counter(
+        ))
+        self.api_errors = immediate(meter.create_counter(
             "hermes.api.errors", unit="{error}", description="Failed provider attempts by reason and status code"
-        )
-        self.approvals = meter.create_counter(
+        ))
+        self.approvals = immediate(meter.create_counter(
             "hermes.approvals", unit="{decision}", description="Approval decisions by choice and surface"
-        )
+        ))

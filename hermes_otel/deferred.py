@@ -434,6 +434,13 @@ class DeferredInstrument:
     add = record
 
 
+def immediate(instrument: Any) -> Callable[..., None]:
+    """`instrument`'s record (or add), run at once: for code that already runs on the builder."""
+    if isinstance(instrument, DeferredInstrument):
+        return instrument._record
+    return getattr(instrument, "record", None) or instrument.add
+
+
 class DeferredMeter:
     """The few Meter methods we use, handing out deferred instruments."""
 

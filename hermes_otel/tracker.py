@@ -25,7 +25,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from . import content
 from . import semconv as sc
-from .deferred import DeferredSpan, DeferredTracer, Inline, start_lazy
+from .deferred import DeferredSpan, DeferredTracer, Inline, immediate, start_lazy
 from .middleware.contract import LLM_REQUEST, TOOL_REQUEST
 from .middleware.layers import LayerTracer, RequestEvent
 from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
@@ -115,6 +115,9 @@ class Tracker:
         """The open turn for `turn_id`, started now if this is its first sign of life."""
         if not isinstance(turn_id, str) or not turn_id:
             return None
+        existing = self._turns.get(turn_id)  # the common case, one dict read: no lock needed
+        if existing is not None:
+            return existing
         with self._lock:
             existing = self._turns.get(turn_id)
             if existing is not None:
@@ -316,8 +319,8 @@ class Tracker:
         context = trace.set_span_in_context(span)  # exemplars point at the attempt
         for token_type, key in (("input", sc.USAGE_INPUT), ("output", sc.USAGE_OUTPUT)):
             if key in attrs:
-                self._metrics.tokens.record(attrs[key], {**labels, "gen_ai.token.type": token_type}, context)
-        self._metrics.operation_duration.record(duration, labels, context)
+                self._metrics.tokens_now(attrs[key], {**labels, "gen_ai.token.type": token_type}, context)
+        self._metrics.operation_duration_now(duration, labels, context)
 
     def api_error(self, payload: Mapping[str, Any]) -> None:
         """`api_request_error`: Hermes's account of a failed attempt, on that attempt's span."""
@@ -410,24 +413,25 @@ class Tracker:
         call.span.end()
 
     def _find_tool(self, payload: Mapping[str, Any], key: str | None = None) -> Call | None:
-        """The open tool call of a payload (caller holds the lock); by (turn, id), else by id alone."""
+        """The open tool call of a payload; by (turn, id), else by id alone."""
         if key is None:
             key = _tool_key(payload)
         if not key:
             return None
-        call = self._tools.get(key)
+        call = self._tools.get(key)  # one dict read: atomic, no lock needed
         if call is None and not _s(payload.get("turn_id")):
-            call_id = _s(payload.get("tool_call_id"))
-            call = next((c for c in reversed(self._tools.values()) if c.call_id.endswith("\x1f" + call_id)), None)
+            suffix = key  # "\x1f" + call id: the key without a turn
+            with self._lock:
+                call = next((c for c in reversed(self._tools.values()) if c.call_id.endswith(suffix)), None)
         return call
 
     def span_for(self, payload: Mapping[str, Any]) -> Span | None:
         """The span an observer payload belongs to (for log correlation): tool, then turn."""
-        with self._lock:
+        if self._tools:
             call = self._find_tool(payload)
             if call is not None:
                 return call.span
-            turn = self._turns.get(_s(payload.get("turn_id")))
+        turn = self._turns.get(_s(payload.get("turn_id")))
         return turn.span if turn is not None else None
 
     # -- tool calls ----------------------------------------------------------
@@ -442,34 +446,40 @@ class Tracker:
         labels = {sc.OPERATION: sc.OP_TOOL}
         if isinstance(tool_name, str) and tool_name:
             labels[sc.TOOL_NAME] = tool_name
-        call = Call(span, time.monotonic(), labels, turn_id=_s(context.get("turn_id")), call_id=_tool_key(context))
-        self._attach_request_events(span, TOOL_REQUEST, call.call_id)
-        call_id = call.call_id
+        call_id = _tool_key(context)
+        call = Call(span, time.monotonic(), labels, turn_id=_s(context.get("turn_id")), call_id=call_id)
+        if self._pending:
+            self._attach_request_events(span, TOOL_REQUEST, call_id)
         if call_id:
             with self._lock:
                 self._tools[call_id] = call
-                evicted = [self._tools.popitem(last=False)[1] for _ in range(len(self._tools) - self._max_turns)]
+                evicted = ([self._tools.popitem(last=False)[1] for _ in range(len(self._tools) - self._max_turns)]
+                           if len(self._tools) > self._max_turns else ())
             for old in evicted:
                 old.end_ns = old.end_ns or time.time_ns()
                 self._end_tool(old)
         return call
 
-    def tool_outcome(self, payload: Mapping[str, Any]) -> None:
+    def tool_outcome(self, payload: Mapping[str, Any]) -> Span | None:
         """`post_tool_call`: Hermes's verdict on the call (ok | error | blocked | cancelled).
 
         It may arrive after the execution chain returned (the span then waits,
         with its end time already fixed) or for a call that never ran (blocked
         before execution: a span is made for it so the block is visible).
+        Returns the span of the open call it found (the payload's span), if any.
         """
         key = _tool_key(payload)
         with self._lock:
             call = self._find_tool(payload, key)
-            denied_by = self._denied.pop(key, None) if key else None
-        if call is not None and call.ended:
-            return  # already ended (late duplicate): nothing to add
-        if call is None:
+            denied_by = self._denied.pop(key, None) if key and self._denied else None
+        if call is not None:
+            found = call.span
+            if call.ended:
+                return found  # already ended (late duplicate): nothing to add
+        else:
+            found = None
             if _s(payload.get("turn_id")) in self._ended:
-                return  # a late verdict for a finished turn: the log record keeps it
+                return None  # a late verdict for a finished turn: the log record keeps it
             call = self._instant_tool(payload)
         status = payload.get("status")
         if denied_by is not None:
@@ -489,6 +499,7 @@ class Tracker:
         call.outcome_seen = True
         if call.end_ns is not None:
             self._end_tool(call)
+        return found
 
     def _instant_tool(self, payload: Mapping[str, Any]) -> Call:
         duration_ms = payload.get("duration_ms")
@@ -524,10 +535,20 @@ class Tracker:
             if call.ended:
                 return
             call.ended = True
-        call.span.end(end_time=call.end_ns)
-        if self._metrics is not None:
-            ended = (call.end_ns or time.time_ns()) / 1e9
-            self._metrics.tool_duration.record(max(ended - _wall(call.started), 0.0), call.metric_attrs)
+        if call.end_ns is None:  # ended with its turn, never finished
+            call.end_ns = time.time_ns()
+        if self._metrics is None:
+            call.span.end(end_time=call.end_ns)
+            return
+        # From the wall-clock end back to the monotonic start: read the clocks now, not on the builder.
+        duration = max(call.end_ns / 1e9 - time.time() + time.monotonic() - call.started, 0.0)
+        self._backlog.defer_always(self._tool_done, call, duration)
+
+    def _tool_done(self, call: Call, duration: float) -> None:
+        """A tool span's end and duration metric (on the builder when deferred)."""
+        span = call.span
+        span.end(end_time=call.end_ns)
+        self._metrics.tool_duration_now(duration, call.metric_attrs, trace.set_span_in_context(span))
 
 
 def _describe_chat(request: Any, context: Mapping[str, Any], attempt: int | None) -> tuple[str, dict[str, Any]]:
@@ -555,11 +576,6 @@ def _chat_metric_attributes(call: Call) -> dict[str, Any]:
     if not attrs:  # inline, unsampled, or not built yet: describe again
         attrs = _describe_chat(*call.described)[1] if call.described else {}
     return {k: attrs[k] for k in _CHAT_METRIC_KEYS if k in attrs}
-
-
-def _wall(monotonic_start: float) -> float:
-    """Wall-clock time of a monotonic reading (for durations that end at a wall timestamp)."""
-    return time.time() - (time.monotonic() - monotonic_start)
 
 
 def _tool_key(payload: Mapping[str, Any]) -> str:
@@ -600,6 +616,10 @@ class _Instruments:
             description="Tool call duration",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
+        # Recorders for code that already runs on the builder (no second hand-off).
+        self.tokens_now = immediate(self.tokens)
+        self.operation_duration_now = immediate(self.operation_duration)
+        self.tool_duration_now = immediate(self.tool_duration)
         self.agent_duration = meter.create_histogram(
             "gen_ai.invoke_agent.duration",
             unit="s",

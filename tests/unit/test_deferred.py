@@ -180,8 +180,10 @@ def test_metric_points_and_log_records_carry_the_recorded_context_and_time(built
     assert (post.trace_id, post.span_id) == (tool_span.context.trace_id, tool_span.context.span_id)
     assert post.observed_timestamp == post.timestamp <= tool_span.end_time + 10**9
     names = {m.name: m for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
-    assert names["hermes.tool.calls"].data.data_points[0].value == 1
-    assert names["gen_ai.execute_tool.duration"].data.data_points[0].count == 1
+    calls, duration = (names[n].data.data_points[0] for n in ("hermes.tool.calls", "gen_ai.execute_tool.duration"))
+    assert calls.value == 1 and duration.count == 1
+    # Both are recorded on the builder, with the tool's span as their context: exemplars point at it.
+    assert [e.span_id for e in calls.exemplars] == [e.span_id for e in duration.exemplars] == [tool_span.context.span_id]
     meter_provider.shutdown()
     logger_provider.shutdown()
 

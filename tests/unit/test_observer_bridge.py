@@ -73,6 +73,35 @@ def test_one_record_per_hook_correlated_to_its_span(env):
     assert all(r.body is None for r in got)  # no capture: no content
 
 
+def test_tool_hook_records_belong_to_the_span_open_when_the_hook_ran(env):
+    """pre_tool_call runs before the call's span, post_tool_call ends it, transform_tool_result comes
+    after; a verdict for a call that never ran gets a span of its own, and its record the turn's."""
+    make, tracker, spans, logs = env
+    bridge = make()
+    ids = {"session_id": "s", "turn_id": "s:t:1", **V1}
+    bridge.on_hook("pre_llm_call", dict(ids))
+    ran = {**ids, "tool_call_id": "c1", "tool_name": "terminal"}
+    bridge.on_hook("pre_tool_call", dict(ran))
+    call = tracker.start_tool("terminal", dict(ran))
+    tracker.finish_tool(call, dict(ran))
+    bridge.on_hook("post_tool_call", {**ran, "status": "ok"})
+    bridge.on_hook("transform_tool_result", {**ran, "status": "ok"})
+    bridge.on_hook("post_tool_call", {**ids, "tool_call_id": "c2", "tool_name": "patch", "status": "blocked"})
+    bridge.on_hook("on_session_end", {**ids, "completed": True})
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    root, ran_span, blocked = (finished[n] for n in ("invoke_agent hermes", "execute_tool terminal", "execute_tool patch"))
+    assert [(r.event_name.removeprefix("hermes.observer."), r.span_id) for r in records(logs)] == [
+        ("pre_llm_call", root.context.span_id),
+        ("pre_tool_call", root.context.span_id),
+        ("post_tool_call", ran_span.context.span_id),
+        ("transform_tool_result", root.context.span_id),
+        ("post_tool_call", root.context.span_id),
+        ("on_session_end", root.context.span_id),
+    ]
+    assert ran_span.attributes["hermes.tool.status"] == "ok" and ran_span.end_time is not None
+    assert blocked.attributes["hermes.tool.status"] == "blocked" and blocked.parent.span_id == root.context.span_id
+
+
 def test_capture_in_events_is_redacted_and_excludes_history(env):
     make, _, _, logs = env
     bridge = make("EVENT_ONLY")
