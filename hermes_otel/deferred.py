@@ -141,15 +141,19 @@ class Backlog:
     def _run_queued(self, pausing: bool) -> None:
         pop = self._items.popleft
         done = 0
-        while True:
-            try:
-                fn, args = pop()
-            except IndexError:
-                return
-            _run(fn, args)
-            done += 1
-            if pausing and done % _YIELD_EVERY == 0:
-                pause()  # hand the GIL back now and then: an agent thread waiting for it gets in at once
+        _building.active = True
+        try:
+            while True:
+                try:
+                    fn, args = pop()
+                except IndexError:
+                    return
+                _run(fn, args)
+                done += 1
+                if pausing and done % _YIELD_EVERY == 0:
+                    pause()  # hand the GIL back now and then: an agent thread waiting for it gets in at once
+        finally:
+            _building.active = False
 
     def _drop(self) -> None:
         self.dropped += 1
@@ -159,6 +163,15 @@ class Backlog:
             "hermes-otel: telemetry backlog full (%d items); dropping new telemetry until the builder catches up",
             self._limit,
         )
+
+
+_building = threading.local()
+
+
+def building() -> bool:
+    """Whether this thread is running deferred work (the builder, or a flush draining the backlog):
+    it may then wait for an exporter to catch up. The agent's thread never is."""
+    return getattr(_building, "active", False)
 
 
 def collect_young() -> None:

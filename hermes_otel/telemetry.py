@@ -48,7 +48,14 @@ from opentelemetry.sdk.trace.sampling import (
 
 from . import _log
 from .config import OTLPTarget, Settings
-from .deferred import Backlog, DeferredMeter, DeferredTracer, Inline, can_defer
+from .deferred import (
+    Backlog,
+    DeferredMeter,
+    DeferredTracer,
+    Inline,
+    building,
+    can_defer,
+)
 from .exporters.file import (
     JsonFileLogExporter,
     JsonFileMetricExporter,
@@ -167,15 +174,27 @@ def _otlp_exporter(signal: str, target: OTLPTarget):
 
 
 class _Bounded:
-    """Count and report-once what a full batch queue drops (the SDK warns per dropped item)."""
+    """Back-pressure, then counted drops, at a full batch queue (the SDK would warn per dropped item).
+
+    Work deferred to the builder waits, up to `ROOM_WAIT_S`, for the exporter to make room: a burst
+    is kept, and the builder's own bounded backlog absorbs the delay. An exporter that makes no room
+    in that time is stuck (a hanging collector): for the next `NO_WAIT_S`, items are dropped at once.
+    Drops are counted and reported once. On any other thread nothing ever waits.
+    """
 
     _signal = "traces"
+    _wait_from = 0.0  # monotonic time from which the builder may wait for room again
 
     def _full(self) -> bool:
         inner = getattr(self, "_batch_processor", None)
         queue = getattr(inner, "_queue", None)
-        if queue is None or len(queue) < getattr(inner, "_max_queue_size", float("inf")):
+        limit = getattr(inner, "_max_queue_size", None)
+        if queue is None or limit is None or len(queue) < limit:
             return False
+        if building() and time.monotonic() >= self._wait_from:
+            if _room_within(queue, limit, ROOM_WAIT_S):
+                return False
+            self._wait_from = time.monotonic() + NO_WAIT_S
         health.dropped[self._signal] += 1
         _log.once(
             f"queue-full:{self._signal}",
@@ -185,6 +204,21 @@ class _Bounded:
             DROPPED_METRIC,
         )
         return True
+
+
+ROOM_WAIT_S = 0.25  # how long the builder waits for a full export queue to make room
+NO_WAIT_S = 5.0  # after a wait in vain: drop at once for this long
+
+
+def _room_within(queue: Any, limit: int, budget_s: float) -> bool:
+    """Wait (the GIL free for the exporter) until `queue` has room, at most `budget_s`. Room appears
+    when the exporter takes its next batch off the queue, so a millisecond between looks is enough."""
+    deadline = time.monotonic() + budget_s
+    while len(queue) >= limit:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 class BoundedSpanProcessor(_Bounded, BatchSpanProcessor):
