@@ -185,12 +185,17 @@ def _located(action: Callable[[ObserverBridge, Mapping[str, Any]], None]) -> Han
     open on its own: a payload that breaks the span view still gets its action, and its record."""
 
     def handler(bridge: ObserverBridge, payload: Mapping[str, Any]) -> Span | None:
-        span = safely(bridge._tracker.span_for, payload)
+        span_for = bridge._tracker.span_for
+        try:
+            span = span_for(payload)
+        except Exception as exc:  # noqa: BLE001
+            report(span_for, exc)
+            span = None
         try:
             action(bridge, payload)
         except Exception as exc:  # noqa: BLE001
             report(action, exc)
-        return span if span is not None else safely(bridge._tracker.span_for, payload)
+        return span if span is not None else safely(span_for, payload)
 
     handler.__qualname__ = action.__qualname__
     return handler

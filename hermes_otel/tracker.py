@@ -197,9 +197,9 @@ class Tracker:
             return
         with self._lock:
             turn = self._turns.pop(turn_id, None)
-            leftovers = [c for c in self._tools.values() if c.turn_id == turn_id]
-            failed = [c for c in self._failed_chats.values() if c.turn_id == turn_id]
-            waits = [k for k, c in self._approvals.items() if c.turn_id == turn_id]
+            leftovers = [c for c in self._tools.values() if c.turn_id == turn_id] if self._tools else ()
+            failed = [c for c in self._failed_chats.values() if c.turn_id == turn_id] if self._failed_chats else ()
+            waits = [k for k, c in self._approvals.items() if c.turn_id == turn_id] if self._approvals else ()
             approvals = [self._approvals.pop(k) for k in waits]
             if turn is not None:
                 self._ended[turn_id] = turn.span.get_span_context()
@@ -227,11 +227,15 @@ class Tracker:
             span.set_status(Status(StatusCode.ERROR, "interrupted"))
         elif completed is False:
             span.set_status(Status(StatusCode.ERROR, "incomplete"))
-        span.end()
-        if self._metrics is not None:
-            self._metrics.agent_duration.record(
-                time.monotonic() - turn.started, {sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: sc.AGENT}
-            )
+        if self._metrics is None:
+            span.end()
+        else:
+            self._backlog.defer_always(self._turn_done, span, time.time_ns(), time.monotonic() - turn.started)
+
+    def _turn_done(self, span: Span, end_ns: int, duration: float) -> None:
+        """A turn's end and duration metric (on the builder when deferred)."""
+        span.end(end_time=end_ns)
+        self._metrics.agent_duration_now(duration, _AGENT_LABELS, trace.set_span_in_context(span))
 
     def end_all(self, reason: str) -> None:
         """End every open span (session finalize / shutdown): nothing is leaked."""
@@ -266,22 +270,22 @@ class Tracker:
     def start_chat(self, request: Any, context: Mapping[str, Any]) -> Call:
         turn = self.turn(context.get("turn_id"), context.get("session_id"), context)
         api_request_id = context.get("api_request_id")
-        if isinstance(api_request_id, str):
+        attempt = previous = None
+        if isinstance(api_request_id, str) and api_request_id:
             with self._lock:
-                previous = self._failed_chats.get(api_request_id)
+                previous = self._failed_chats.get(api_request_id) if self._failed_chats else None
+                if turn is not None:
+                    attempt = turn.attempts.get(api_request_id, 0) + 1
+                    turn.attempts[api_request_id] = attempt
             if previous is not None:
                 self._end_failed_chat(previous)
-        attempt = None
-        if turn is not None and isinstance(api_request_id, str) and api_request_id:
-            with self._lock:
-                attempt = turn.attempts.get(api_request_id, 0) + 1
-                turn.attempts[api_request_id] = attempt
         # Attributes are read later (on the builder): keep this attempt's request as it is now. `context`
         # is this call's own kwargs dict.
         described = (dict(request) if type(request) is dict else request, context, attempt)
         span = start_lazy(self._tracer, _describe_chat, described, context=turn.context if turn is not None else None,
                           kind=SpanKind.CLIENT)
-        self._attach_request_events(span, LLM_REQUEST, api_request_id)
+        if self._pending:
+            self._attach_request_events(span, LLM_REQUEST, api_request_id)
         return Call(span, time.monotonic(), {}, turn_id=_s(context.get("turn_id")), call_id=_s(api_request_id),
                     described=described)
 
@@ -567,6 +571,7 @@ def _describe_tool(tool_name: Any, context: Mapping[str, Any], arguments: str | 
     return f"{sc.OP_TOOL} {attrs.get(sc.TOOL_NAME, '')}".strip(), attrs
 
 
+_AGENT_LABELS = {sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: sc.AGENT}
 _CHAT_METRIC_KEYS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDRESS)
 
 
@@ -616,13 +621,14 @@ class _Instruments:
             description="Tool call duration",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
-        # Recorders for code that already runs on the builder (no second hand-off).
-        self.tokens_now = immediate(self.tokens)
-        self.operation_duration_now = immediate(self.operation_duration)
-        self.tool_duration_now = immediate(self.tool_duration)
         self.agent_duration = meter.create_histogram(
             "gen_ai.invoke_agent.duration",
             unit="s",
             description="Agent turn duration",
             explicit_bucket_boundaries_advisory=AGENT_BUCKETS,
         )
+        # Recorders for code that already runs on the builder (no second hand-off).
+        self.tokens_now = immediate(self.tokens)
+        self.operation_duration_now = immediate(self.operation_duration)
+        self.tool_duration_now = immediate(self.tool_duration)
+        self.agent_duration_now = immediate(self.agent_duration)
