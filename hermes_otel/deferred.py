@@ -248,6 +248,10 @@ class DeferredTracer(trace.Tracer):
             and getattr(self._sampler, "_local_parent_sampled", None) is ALWAYS_ON
             and getattr(self._sampler, "_local_parent_not_sampled", None) is ALWAYS_OFF
         )
+        # ... and its root sampler ALWAYS_ON samples every root: no need to ask it per turn either.
+        self.samples_every_root = (
+            isinstance(self._sampler, ParentBased) and getattr(self._sampler, "_root", None) is ALWAYS_ON
+        )
         self._random_ids = self._ids.is_trace_id_random()
         self.backlog = backlog
 
@@ -281,12 +285,16 @@ class DeferredTracer(trace.Tracer):
             else:
                 parent = None
                 trace_id, random_id = random.getrandbits(128) or 1, self._random_ids
-            decision = self._sampler.should_sample(context, trace_id, name, kind, attributes, links)
-            flags = _SAMPLED if decision.decision.is_sampled() else _NOT_SAMPLED
+            if parent is None and self.samples_every_root:
+                flags, trace_state, recording = _SAMPLED, None, True  # what ALWAYS_ON answers for a root
+            else:
+                decision = self._sampler.should_sample(context, trace_id, name, kind, attributes, links)
+                flags = _SAMPLED if decision.decision.is_sampled() else _NOT_SAMPLED
+                trace_state, recording = decision.trace_state, decision.decision.is_recording()
             if random_id:
                 flags = TraceFlags(flags | TraceFlags.RANDOM_TRACE_ID)
-            span_context = SpanContext(trace_id, random.getrandbits(64) or 1, False, flags, decision.trace_state)
-            if not decision.decision.is_recording():
+            span_context = SpanContext(trace_id, random.getrandbits(64) or 1, False, flags, trace_state)
+            if not recording:
                 return NonRecordingSpan(span_context)
         span = DeferredSpan(
             self, name, span_context, parent, kind, dict(attributes) if attributes else {}, links,

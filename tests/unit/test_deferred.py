@@ -55,6 +55,8 @@ def test_spans_are_built_later_with_the_recorded_ids_times_and_data(built):
 
     backlog.drain()
     got_child, got_root = exporter.get_finished_spans()
+    # The default sampler: the root's flags and trace state are preset without asking it, and must match.
+    assert tracer.samples_every_root and tracer.follows_local_parent
     assert got_root.context == root.get_span_context() and got_root.parent is None
     assert (got_root.name, got_root.kind, got_root.start_time, got_root.end_time) == ("root", SpanKind.SERVER, 1_000, 4_000)
     assert dict(got_root.attributes) == {"a": 1}
