@@ -271,7 +271,7 @@ class DeferredTracer(trace.Tracer):
 
     def _start(self, parent: SpanContext, name: str, context: otel_context.Context | None, kind: SpanKind,
                attributes: Mapping[str, Any] | None = None, links: Sequence[Link] | None = None,
-               start_time: int | None = None) -> trace.Span:
+               start_time: int | None = None, describe: tuple | None = None) -> trace.Span:
         # Ids, flags and trace state exactly as the SDK tracer would set them (see its start_span).
         if parent.is_valid and not parent.is_remote and self.follows_local_parent:
             span_context = SpanContext(
@@ -300,24 +300,24 @@ class DeferredTracer(trace.Tracer):
             self, name, span_context, parent, kind, dict(attributes) if attributes else {}, links,
             start_time or time.time_ns(),
         )
+        span.describe = describe  # before the span is queued: the builder may take it at once
         self.backlog.defer(self._begin, span)
         return span
 
     def start_lazy(self, describe: Callable[..., tuple[str, dict]], args: tuple, *, context: otel_context.Context | None,
-                   kind: SpanKind) -> trace.Span:
+                   kind: SpanKind, parent: SpanContext | None = None) -> trace.Span:
         """A span whose name and start attributes `describe(*args)` computes later, on the builder thread.
 
         Deferred only under a local parent whose sampling decision we follow (the sampler would
         otherwise need the attributes now); `args` must be values the caller will not change.
+        `parent`, when given, is the span context of `context`'s span (saves looking it up).
         """
-        parent = trace.get_current_span(context).get_span_context()
+        if parent is None:
+            parent = trace.get_current_span(context).get_span_context()
         if not (parent.is_valid and not parent.is_remote and self.follows_local_parent):
             name, attributes = describe(*args)
             return self._start(parent, name, context, kind, attributes)
-        span = self._start(parent, "", context, kind)
-        if isinstance(span, DeferredSpan):
-            span.describe = (describe, args)
-        return span
+        return self._start(parent, "", context, kind, describe=(describe, args))
 
     def start_as_current_span(self, name: str, *args: Any, **kwargs: Any):  # type: ignore[override]
         return trace.use_span(self.start_span(name, *args, **kwargs), end_on_exit=True)
@@ -430,10 +430,10 @@ class DeferredSpan(trace.Span):
 
 
 def start_lazy(tracer: Any, describe: Callable[..., tuple[str, dict]], args: tuple, *,
-               context: otel_context.Context | None, kind: SpanKind) -> trace.Span:
+               context: otel_context.Context | None, kind: SpanKind, parent: SpanContext | None = None) -> trace.Span:
     """`describe(*args)` -> (name, attributes) later on the builder with our tracer, now with any other."""
     if isinstance(tracer, DeferredTracer):
-        return tracer.start_lazy(describe, args, context=context, kind=kind)
+        return tracer.start_lazy(describe, args, context=context, kind=kind, parent=parent)
     name, attributes = describe(*args)
     return tracer.start_span(name, context=context, kind=kind, attributes=attributes)
 

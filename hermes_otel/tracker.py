@@ -283,7 +283,7 @@ class Tracker:
         # is this call's own kwargs dict.
         described = (dict(request) if type(request) is dict else request, context, attempt)
         span = start_lazy(self._tracer, _describe_chat, described, context=turn.context if turn is not None else None,
-                          kind=SpanKind.CLIENT)
+                          kind=SpanKind.CLIENT, parent=turn.span.get_span_context() if turn is not None else None)
         if self._pending:
             self._attach_request_events(span, LLM_REQUEST, api_request_id)
         return Call(span, time.monotonic(), {}, turn_id=_s(context.get("turn_id")), call_id=_s(api_request_id),
@@ -435,7 +435,8 @@ class Tracker:
             call = self._find_tool(payload)
             if call is not None:
                 return call.span
-        turn = self._turns.get(_s(payload.get("turn_id")))
+        turn_id = payload.get("turn_id")
+        turn = self._turns.get(turn_id) if isinstance(turn_id, str) else None
         return turn.span if turn is not None else None
 
     # -- tool calls ----------------------------------------------------------
@@ -446,7 +447,8 @@ class Tracker:
         arguments = content.to_json(args) if self.capture_on_spans and args is not None else None
         turn = self.turn(context.get("turn_id"), context.get("session_id"), context)
         span = start_lazy(self._tracer, _describe_tool, (tool_name, context, arguments),
-                          context=turn.context if turn is not None else None, kind=SpanKind.INTERNAL)
+                          context=turn.context if turn is not None else None, kind=SpanKind.INTERNAL,
+                          parent=turn.span.get_span_context() if turn is not None else None)
         labels = {sc.OPERATION: sc.OP_TOOL}
         if isinstance(tool_name, str) and tool_name:
             labels[sc.TOOL_NAME] = tool_name

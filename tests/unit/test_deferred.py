@@ -19,7 +19,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from hermes_otel import _log
 from hermes_otel.bridge import ObserverBridge
-from hermes_otel.deferred import Backlog, DeferredMeter, DeferredSpan, DeferredTracer, collect_young
+from hermes_otel.deferred import Backlog, DeferredMeter, DeferredSpan, DeferredTracer, Inline, collect_young
 from hermes_otel.tracker import Tracker
 from tests.unit.modes import DrainingLogs, DrainingReader
 
@@ -86,6 +86,25 @@ def test_spans_of_other_instrumentations_nest_under_a_deferred_span(built):
     http_span, chat_span = exporter.get_finished_spans()
     assert http_span.parent.span_id == chat_span.context.span_id
     assert http_span.context.trace_id == chat_span.context.trace_id
+
+
+def test_a_lazy_span_is_complete_when_it_is_queued():
+    """The builder may take a queued span at once (mid-pass): here it always does (an inline backlog)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = DeferredTracer(provider.get_tracer("t"), Inline())
+    root = tracer.start_span("root")
+    for parent in (None, root.get_span_context()):  # looked up from the context, or handed in
+        child = tracer.start_lazy(lambda model: (f"chat {model}", {"m": model}), ("gpt",),
+                                  context=trace.set_span_in_context(root), kind=SpanKind.CLIENT, parent=parent)
+        child.end()
+    root.end()
+    first, second, _ = exporter.get_finished_spans()
+    for got in (first, second):
+        assert (got.name, dict(got.attributes), got.kind) == ("chat gpt", {"m": "gpt"}, SpanKind.CLIENT)
+        assert got.parent.span_id == root.get_span_context().span_id
+    provider.shutdown()
 
 
 def test_the_sampler_decides_on_the_agent_thread():
