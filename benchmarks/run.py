@@ -450,8 +450,7 @@ def main() -> int:
                 report["latency"] = [latency(plugin, "collector healthy (OTLP loopback)")]
             plugin.close()
             report.setdefault("exporter_dropped", {})[label] = {
-                signal: n - dropped_before.get(signal, 0) for signal, n in health.dropped.items()
-                if n - dropped_before.get(signal, 0)}
+                signal: dropped for signal, n in health.dropped.items() if (dropped := n - dropped_before.get(signal, 0))}
     hanging, slow = Hanging(), Slow()
     for label, endpoint in (("collector down (refused)", _refused_endpoint()), ("collector hanging", hanging.endpoint),
                             ("collector slow (5 s)", slow.endpoint)):

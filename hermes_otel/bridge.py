@@ -186,11 +186,7 @@ def _located(action: Callable[[ObserverBridge, Mapping[str, Any]], None]) -> Han
 
     def handler(bridge: ObserverBridge, payload: Mapping[str, Any]) -> Span | None:
         span_for = bridge._tracker.span_for
-        try:
-            span = span_for(payload)
-        except Exception as exc:  # noqa: BLE001
-            report(span_for, exc)
-            span = None
+        span = safely(span_for, payload)
         try:
             action(bridge, payload)
         except Exception as exc:  # noqa: BLE001

@@ -29,10 +29,8 @@ def hook_names() -> list[str]:
 
 
 def _callback(name: str) -> Callable[..., None]:
-    state = runtime._state  # read per call: a reload swaps the bridge
-
     def on_hook(**payload: Any) -> None:
-        bridge = state.bridge
+        bridge = runtime.current_bridge()
         if bridge is not None:
             try:
                 bridge.on_hook(name, payload)

@@ -284,8 +284,7 @@ class Tracker:
         described = (dict(request) if type(request) is dict else request, context, attempt)
         span = start_lazy(self._tracer, _describe_chat, described, context=turn.context if turn is not None else None,
                           kind=SpanKind.CLIENT, parent=turn.span.get_span_context() if turn is not None else None)
-        if self._pending:
-            self._attach_request_events(span, LLM_REQUEST, api_request_id)
+        self._attach_request_events(span, LLM_REQUEST, api_request_id)
         return Call(span, time.monotonic(), {}, turn_id=_s(context.get("turn_id")), call_id=_s(api_request_id),
                     described=described)
 
@@ -454,8 +453,7 @@ class Tracker:
             labels[sc.TOOL_NAME] = tool_name
         call_id = _tool_key(context)
         call = Call(span, time.monotonic(), labels, turn_id=_s(context.get("turn_id")), call_id=call_id)
-        if self._pending:
-            self._attach_request_events(span, TOOL_REQUEST, call_id)
+        self._attach_request_events(span, TOOL_REQUEST, call_id)
         if call_id:
             with self._lock:
                 self._tools[call_id] = call
