@@ -11,7 +11,17 @@ PHOENIX_VERSION := 20.26.1
 PHOENIX_STAMP   := $(CACHE)/phoenix-venv/.installed-$(PHOENIX_VERSION)
 export HERMES_OTEL_BACKENDS := $(abspath $(CACHE))
 
-.PHONY: demo test unit integration bench docs backends clean
+# Our Collector distribution and Jaeger v2, built from Go modules pinned in go.mod/go.sum.
+# A binary is rebuilt only when its pins change (first build: minutes; the Go caches make
+# rebuilds fast). Without Go on PATH they are skipped: the live tests then say so.
+GO              ?= go
+OTELCOL         := $(CACHE)/bin/otelcol-hermes
+JAEGER          := $(CACHE)/bin/jaeger
+COLLECTOR_DIST  := collector/distribution
+JAEGER_MODULE   := tests/backends/jaeger
+HAVE_GO         := $(shell command -v $(GO) 2>/dev/null)
+
+.PHONY: demo test unit integration bench docs backends collector jaeger clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +54,24 @@ $(PHOENIX_STAMP):
 	test -x $(CACHE)/phoenix-venv/bin/phoenix
 	@touch $@
 
-backends: $(PROMETHEUS) $(PHOENIX_STAMP)  ## fetch the real backends the live tests start
+$(OTELCOL): $(COLLECTOR_DIST)/go.mod $(COLLECTOR_DIST)/go.sum $(wildcard $(COLLECTOR_DIST)/*.go)
+	mkdir -p $(@D)
+	cd $(COLLECTOR_DIST) && $(GO) build -trimpath -ldflags='-s -w' -o $(abspath $@) .
+
+$(JAEGER): $(JAEGER_MODULE)/go.mod $(JAEGER_MODULE)/go.sum
+	mkdir -p $(@D)
+	cd $(JAEGER_MODULE) && $(GO) build -trimpath -ldflags='-s -w' -o $(abspath $@) github.com/jaegertracing/jaeger/cmd/jaeger
+
+collector: $(OTELCOL)  ## build our Collector distribution (collector/distribution) into .cache/bin
+jaeger: $(JAEGER)      ## build Jaeger v2 (all-in-one, in-memory storage) into .cache/bin
+
+ifeq ($(HAVE_GO),)
+GO_BACKENDS :=
+else
+GO_BACKENDS := $(OTELCOL) $(JAEGER)
+endif
+
+backends: $(PROMETHEUS) $(PHOENIX_STAMP) $(GO_BACKENDS)  ## fetch/build the real backends the live tests start
 
 test: $(VENV)/.test-installed backends  ## the whole suite (unit + real Hermes integration + live backends)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

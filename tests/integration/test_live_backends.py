@@ -23,8 +23,8 @@ pytestmark = pytest.mark.hermes
 
 PROJECT = "hermes-otel-live"
 TURNS = 2
-# Panels that only the Collector's spanmetrics connector feeds (no Collector binary is
-# obtainable here). Everything else must answer from a real run.
+# Panels that only the Collector's spanmetrics connector feeds: test_collector_live.py checks them
+# against our Collector. Everything else must answer from this run.
 SPANMETRICS_FED = {
     ("hermes-ops-overview.json", "Span calls per operation"),
     ("hermes-ops-overview.json", "Middleware span latency p95 (exemplars)"),
