@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -107,15 +107,15 @@ class Collector(_Process):
             self.proc.kill()
             self.proc.wait(10)
 
-    def metrics(self) -> dict[str, float]:
-        """The Collector's own metrics (otelcol_*), summed over labels, by name."""
-        return _prometheus_text(f"http://127.0.0.1:{self.ports.telemetry}/metrics")
+    def metrics(self, where: Callable[[str], bool] = lambda labels: True) -> dict[str, float]:
+        """The Collector's own metrics (otelcol_*) by name, summed over the series whose labels pass `where`."""
+        return _prometheus_text(f"http://127.0.0.1:{self.ports.telemetry}/metrics", where)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
 
-def _prometheus_text(url: str) -> dict[str, float]:
+def _prometheus_text(url: str, where: Callable[[str], bool]) -> dict[str, float]:
     with urllib.request.urlopen(url, timeout=5) as response:
         text = response.read().decode()
     totals: dict[str, float] = {}
@@ -123,8 +123,9 @@ def _prometheus_text(url: str) -> dict[str, float]:
         if not line or line.startswith("#"):
             continue
         name_labels, _, value = line.rpartition(" ")
-        name = name_labels.split("{", 1)[0]
-        totals[name] = totals.get(name, 0.0) + float(value)
+        name, _, labels = name_labels.partition("{")
+        if where(labels):
+            totals[name] = totals.get(name, 0.0) + float(value)
     return totals
 
 

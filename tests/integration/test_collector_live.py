@@ -249,3 +249,282 @@ def test_single_node_span_metrics_feed_the_dashboards(single_node, jaeger, llm):
     # approval only in the first.
     assert counts["invoke_agent hermes"] == 4
     assert counts["execute_tool read_file"] == 2 and counts["approval"] == 1
+
+
+# -- b. the tail-sampling overlay: every error kept, the rest at the configured rate --------------
+
+
+def _fnv1a64(data: bytes) -> int:
+    value = 0xCBF29CE484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
+def probabilistic_keeps(trace_id: str, percentage: int, salt: str = "default-hash-seed") -> bool:
+    """The tail_sampling processor's probabilistic policy: FNV-1a of salt + trace id under a threshold."""
+    threshold = (2**64 - 1) * percentage // 100
+    return _fnv1a64(salt.encode() + bytes.fromhex(trace_id)) <= threshold
+
+
+class Recorder:
+    """The SDK's in-memory exporter on the live pipeline: what the plugin emitted, for predictions."""
+
+    def __init__(self, runtime) -> None:
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        self.exporter = InMemorySpanExporter()
+        runtime.current_telemetry().tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+
+    def traces(self) -> dict[str, list]:
+        out: dict[str, list] = {}
+        for span in self.exporter.get_finished_spans():
+            out.setdefault(f"{span.context.trace_id:032x}", []).append(span)
+        return out
+
+
+def test_tail_sampling_keeps_every_error_and_the_predicted_share(jaeger, llm, tmp_path):
+    from opentelemetry.trace import StatusCode
+
+    service, percentage, turns = "hermes-otel-tail", 50, 16
+    tempo = OTLPGrpcReceiver()
+    collector = Collector("single-node.yaml", "tail-sampling.yaml", env={
+        "JAEGER_OTLP_GRPC": jaeger.otlp_grpc, "TEMPO_OTLP_GRPC": f"127.0.0.1:{tempo.port}",
+        "TAIL_SAMPLING_DECISION_WAIT": "2s", "TAIL_SAMPLING_PERCENTAGE": str(percentage),
+    })
+    try:
+        tempo.__enter__()
+        collector.start()
+        with exporting_to(collector.otlp_http, llm, OTEL_SERVICE_NAME=service) as runtime:
+            recorder = Recorder(runtime)
+            for turn in range(turns):
+                if turn % 4 == 3:  # a failing tool: the turn's trace holds an ERROR span
+                    llm.push(Reply.tools(ToolCall("read_file", {"path": str(tmp_path / "missing.txt")})),
+                             Reply.text("done"))
+                else:
+                    llm.push(Reply.text("done"))
+                _agent(llm, ["file"]).run_conversation(f"tail turn {turn}")
+            runtime.flush(5)
+        emitted = recorder.traces()
+        assert len(emitted) == turns
+        errors = {t for t, spans in emitted.items() if any(s.status.status_code is StatusCode.ERROR for s in spans)}
+        assert len(errors) == turns // 4
+        expected = errors | {t for t in emitted if probabilistic_keeps(t, percentage)}
+        assert 0 < len(expected - errors) < turns - len(errors)  # the share is neither none nor all
+        time.sleep(2.5)  # the decision wait
+        kept = wait_until(lambda: len(ids := jaeger.trace_ids(service)) >= len(expected) and ids, 30,
+                          "the sampled traces in Jaeger")
+        time.sleep(3)  # nothing more arrives: the others were dropped, not late
+        assert set(jaeger.trace_ids(service)) == expected
+        for trace_id in kept:  # a kept trace is whole
+            assert len(whole_trace(jaeger, trace_id)) == len(emitted[trace_id])
+    finally:
+        collector.stop()
+        tempo.__exit__(None, None, None)
+
+
+# -- e. our exporters into the Collector over OTLP/HTTP and OTLP/gRPC, gzip on --------------------
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_every_signal_reaches_the_collector_gzipped(single_node, jaeger, llm, protocol):
+    collector: Collector = single_node["collector"]
+    transport = "grpc" if protocol == "grpc" else "http"
+    service = f"hermes-otel-{transport}"
+
+    def accepted() -> dict[str, float]:
+        return {f"{verb}_{signal}": _by_transport(collector, f"otelcol_receiver_{verb}_{signal}", transport)
+                for verb in ("accepted", "refused") for signal in ("spans", "log_records", "metric_points")}
+
+    before = accepted()
+    endpoint = collector.otlp_grpc if protocol == "grpc" else collector.otlp_http
+    with exporting_to(endpoint, llm, OTEL_SERVICE_NAME=service, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+                      OTEL_EXPORTER_OTLP_COMPRESSION="gzip") as runtime:
+        llm.push(Reply.tools(ToolCall("terminal", {"command": "echo gz"}, id="call_G")), Reply.text("done"))
+        assert _agent(llm, ["terminal"]).run_conversation("zip it")["final_response"] == "done"
+        runtime.flush(5)
+    (spans,) = _jaeger_traces(jaeger, 1, service=service).values()
+    assert tree(spans) == [["invoke_agent hermes", ["chat fake-model", "execute_tool terminal", "chat fake-model"]]]
+    assert only(spans, "execute_tool terminal").attributes["gen_ai.tool.call.id"] == "call_G"
+    after = wait_until(lambda: (a := accepted())["accepted_log_records"] > before["accepted_log_records"]
+                       and a["accepted_metric_points"] > before["accepted_metric_points"] and a, 15,
+                       f"logs and metrics accepted over {transport}")
+    assert after["accepted_spans"] - before["accepted_spans"] == len(spans)
+    refused = {k: v for k, v in after.items() if k.startswith("refused")}
+    assert refused == {k: before[k] for k in refused}  # nothing refused
+
+
+def _by_transport(collector: Collector, name: str, transport: str) -> float:
+    return collector.metrics(lambda labels: f'transport="{transport}"' in labels).get(name, 0.0)
+
+
+# -- d. replay: the embedded-default files of a real run, through replay-files.yaml, into Jaeger ---
+
+
+def _file_spans(path: Path) -> dict[str, dict]:
+    """Every span in an OTLP-JSON-lines file, by span id, as Jaeger's api_v3 would show it."""
+    from tests.harness.otelcol import JaegerSpan
+
+    spans = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        for resource in json.loads(line).get("resourceSpans", []):
+            for scope in resource.get("scopeSpans", []):
+                for span in scope.get("spans", []):
+                    parsed = JaegerSpan.from_otlp(span, resource)
+                    spans[parsed.span_id] = parsed
+    return spans
+
+
+def test_replayed_files_arrive_in_jaeger_as_recorded(jaeger, tmp_path):
+    service = "hermes-otel-replay"
+    home = tmp_path / "home"
+    with FakeLLMServer() as llm:
+        write_home(home, llm.base_url)
+        llm.push(Reply.tools(ToolCall("terminal", {"command": "echo replay"}, id="call_R")), Reply.text("done"))
+        result = hermes_chat("replay me", env=clean_env(home, OTEL_SERVICE_NAME=service))
+    assert result.returncode == 0, result.stderr[-2000:]
+    recorded = _file_spans(home / "otel" / "traces.jsonl")
+    trace_ids = {s.trace_id for s in recorded.values()}
+    assert len(trace_ids) == 1 and len(recorded) >= 4
+    collector = Collector("replay-files.yaml", env={"HERMES_OTEL_DIR": str(home / "otel"),
+                                                    "OTLP_TARGET": jaeger.otlp_grpc})
+    try:
+        collector.start()
+        (trace_id,) = trace_ids
+        spans = wait_until(lambda: len(s := jaeger.trace_ids(service)) == 1 and whole_trace(jaeger, trace_id), 60,
+                           "the replayed trace in Jaeger", collector.proc, collector.log)
+    finally:
+        collector.stop()
+    assert jaeger.trace_ids(service) == [trace_id]
+    assert {s.span_id: s for s in spans} == recorded  # ids, parents, names, kinds, times, attributes, events
+
+
+# -- c. the gateway tier: load balancing by trace id into two samplers, then one sampler dies ------
+
+
+def _gateway_responder(body: dict) -> Reply:
+    """Each CLI conversation on its own: a tool call, then the answer (concurrent runs share the server)."""
+    tools = sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+    return Reply.tools(ToolCall("terminal", {"command": "echo gateway"})) if tools == 0 else Reply.text("done")
+
+
+@contextlib.contextmanager
+def gateway(jaeger: Jaeger) -> Iterator[dict]:
+    """agent.yaml (+ the static-resolver overlay) in front of two sampler.yaml collectors, into Jaeger."""
+    with contextlib.ExitStack() as stack:
+        samplers, stand_ins = [], []
+        for name in ("sampler-a", "sampler-b"):
+            tempo = stack.enter_context(OTLPGrpcReceiver())  # what this sampler kept, for the test to see
+            sampler = Collector("gateway/sampler.yaml", name=name, env={
+                "JAEGER_OTLP_GRPC": jaeger.otlp_grpc, "TEMPO_OTLP_GRPC": f"127.0.0.1:{tempo.port}",
+                "TAIL_SAMPLING_DECISION_WAIT": "2s", "TAIL_SAMPLING_PERCENTAGE": "100",
+            })
+            stack.callback(sampler.stop)
+            samplers.append(sampler.start())
+            stand_ins.append(tempo)
+        ports = [s.ports.otlp_grpc for s in samplers]
+        agent = Collector("gateway/agent.yaml", "gateway/agent-static.yaml", name="gateway-agent", env={
+            "SAMPLERS": "[" + ", ".join(f"127.0.0.1:{p}" for p in ports) + "]",
+            "SAMPLERS_DNS": "127.0.0.1", "SAMPLERS_PORT": str(ports[0]),
+        })
+        stack.callback(agent.stop)
+        yield {"agent": agent.start(), "samplers": samplers, "stand_ins": stand_ins}
+
+
+def _cli_runs(llm: FakeLLMServer, homes: list[Path], runs: int, endpoint: str, service: str) -> None:
+    """`runs` `hermes chat` runs in each home, the homes' processes side by side."""
+    failures: list[str] = []
+
+    def one_process(home: Path) -> None:
+        for n in range(runs):
+            result = hermes_chat(f"gateway run {n}", env=clean_env(
+                home, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_SERVICE_NAME=service, OTEL_BSP_SCHEDULE_DELAY="50",
+                HERMES_OTEL_PLUGINS_TOML=str(home / "plugins.toml")))
+            if result.returncode != 0:
+                failures.append(result.stderr[-1000:])
+
+    threads = [threading.Thread(target=one_process, args=(home,)) for home in homes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+
+
+def _recorded_traces(homes: list[Path]) -> dict[str, set[str]]:
+    """trace id -> span ids, from the local files each run also wrote (what Hermes emitted)."""
+    out: dict[str, set[str]] = {}
+    for home in homes:
+        path = home / "otel" / "traces.jsonl"
+        for span in (_file_spans(path).values() if path.exists() else ()):
+            out.setdefault(span.trace_id, set()).add(span.span_id)
+    return out
+
+
+def _homes(tmp_path: Path, llm: FakeLLMServer, count: int) -> list[Path]:
+    homes = []
+    for n in range(count):
+        home = write_home(tmp_path / f"home{n}", llm.base_url)
+        (home / "plugins.toml").write_text(
+            'version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\nfile = { enabled = true }\n')
+        homes.append(home)
+    return homes
+
+
+def test_gateway_routes_every_trace_whole_to_one_sampler(jaeger, tmp_path):
+    service = "hermes-otel-gateway"
+    with FakeLLMServer(responder=_gateway_responder) as llm, gateway(jaeger) as tier:
+        homes = _homes(tmp_path, llm, 2)
+        _cli_runs(llm, homes, 2, tier["agent"].otlp_http, service)
+        emitted = _recorded_traces(homes)
+        assert len(emitted) == 4
+        wait_until(lambda: set(jaeger.trace_ids(service)) == set(emitted), 60, "every trace in Jaeger")
+        kept = [{} for _ in tier["stand_ins"]]
+        for n, stand_in in enumerate(tier["stand_ins"]):
+            for span in stand_in.spans():
+                kept[n].setdefault(span.trace_id, set()).add(span.span_id)
+        for trace_id, span_ids in emitted.items():
+            assert {s.span_id for s in whole_trace(jaeger, trace_id)} == span_ids  # whole, nothing more
+            holders = [n for n in range(2) if trace_id in kept[n]]
+            assert len(holders) == 1 and kept[holders[0]][trace_id] == span_ids, (trace_id, holders)
+        assert all(kept), "the load balancer used one sampler only"
+
+
+def test_gateway_when_a_sampler_dies(jaeger, tmp_path):
+    """A sampler killed mid-run (docs/scaling.md has the measured numbers):
+    - what it held in its decision wait is lost, and nothing counts it (the agent had its acknowledgement);
+    - while it is down, its share is not re-routed (a static list; DNS would drop it from the ring): the
+      agent's persistent queue retries it, and it arrives whole once the sampler is back;
+    - the other sampler's share is unaffected."""
+    service = "hermes-otel-gateway-fault"
+    with FakeLLMServer(responder=_gateway_responder) as llm, gateway(jaeger) as tier:
+        agent, (_, sampler_b), stand_ins = tier["agent"], tier["samplers"], tier["stand_ins"]
+        homes = _homes(tmp_path, llm, 2)
+
+        def holders() -> dict[str, list[int]]:
+            held: dict[str, list[int]] = {}
+            for n, stand_in in enumerate(stand_ins):
+                for trace_id in {span.trace_id for span in stand_in.spans()}:
+                    held.setdefault(trace_id, []).append(n)
+            return held
+
+        _cli_runs(llm, homes, 2, agent.otlp_http, service)
+        first = _recorded_traces(homes)
+        sampler_b.kill()  # at once: B may still hold traces in its 2 s decision wait
+        time.sleep(5)  # A's decision wait passes: what no sampler exported by now was in B's memory
+        routed_to_b_and_lost = set(first) - set(holders())
+        for home in homes:
+            (home / "otel" / "traces.jsonl").unlink()
+        _cli_runs(llm, homes, 3, agent.otlp_http, service)
+        during = _recorded_traces(homes)
+        time.sleep(5)  # longer than A's decision wait: A's share of the outage has arrived
+        arrived_while_down = set(jaeger.trace_ids(service)) & set(during)
+        assert all(holders()[t] == [0] for t in arrived_while_down)  # A's share only: nothing re-routed
+        sampler_b.start()  # back on the same address
+        wait_until(lambda: set(jaeger.trace_ids(service)) >= set(during), 120, "B's share once B is back")
+        for trace_id, span_ids in during.items():  # nothing of the outage lost, each trace whole, once
+            assert {s.span_id for s in whole_trace(jaeger, trace_id)} == span_ids
+            assert len(holders()[trace_id]) == 1
+        in_jaeger = set(jaeger.trace_ids(service))
+        assert set(first) - in_jaeger == routed_to_b_and_lost  # lost for good: only what B held at the kill
