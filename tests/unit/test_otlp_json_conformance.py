@@ -288,14 +288,19 @@ def test_the_strategies_reach_every_value_kind() -> None:
     """The generators above produce each AnyValue kind (a narrowed strategy would pass vacuously)."""
     kinds: set[str] = set()
 
-    @settings(max_examples=200, database=None, derandomize=True)
-    @given(ANY_VALUE)
-    def collect(value) -> None:
+    def note(value: Any) -> None:
         kinds.add(type(value).__name__)
         if isinstance(value, float) and math.isnan(value):
             kinds.add("nan")
-        if value == HUGE:
+        if isinstance(value, str) and value == HUGE:
             kinds.add("huge")
+        for item in (value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()):
+            note(item)
+
+    @settings(max_examples=200, database=None, derandomize=True)
+    @given(ANY_VALUE)
+    def collect(value) -> None:
+        note(value)
 
     collect()
     assert {"NoneType", "str", "bool", "int", "float", "bytes", "list", "dict", "nan", "huge"} <= kinds
