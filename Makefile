@@ -11,7 +11,7 @@ PHOENIX_VERSION := 20.26.1
 PHOENIX_STAMP   := $(CACHE)/phoenix-venv/.installed-$(PHOENIX_VERSION)
 export HERMES_OTEL_BACKENDS := $(abspath $(CACHE))
 
-.PHONY: demo test unit integration bench docs backends clean
+.PHONY: demo test test-matrix unit integration bench docs backends clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,23 @@ unit: $(VENV)/.test-installed $(PROMETHEUS)  ## promtool checks the dashboards
 
 integration: $(VENV)/.test-installed backends
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
+
+# Every supported Hermes release, each in a venv of its own under .cache/ (created once, reused;
+# recreated when pyproject.toml changes): the real-Hermes smoke, `hermes-otel enable` included.
+HERMES_RELEASES := 0.16.0 0.17.0 0.18.2 0.19.0
+MATRIX := .cache/hermes-matrix
+
+$(MATRIX)/%/.installed: pyproject.toml
+	rm -rf $(MATRIX)/$*
+	$(PYTHON) -m venv $(MATRIX)/$*
+	$(MATRIX)/$*/bin/python -m pip --disable-pip-version-check -q install -e . 'hermes-agent==$*' 'pytest>=8' 'pytest-timeout>=2.3' 'hypothesis>=6.100,<7'
+	@touch $@
+
+test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed)  ## the real-Hermes smoke on every supported release
+	@for v in $(HERMES_RELEASES); do \
+		echo "== hermes-agent $$v"; \
+		$(MATRIX)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/matrix || exit 1; \
+	done
 
 bench: $(VENV)/.test-installed  ## overhead vs the SDK floor, history, throughput, memory, dead collectors (writes benchmarks/results/latest.json)
 	$(BIN)/python benchmarks/run.py
