@@ -14,12 +14,14 @@ export HERMES_OTEL_BACKENDS := $(abspath $(CACHE))
 .PHONY: demo test test-matrix unit integration bench docs backends clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --upgrade pip
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) install --upgrade pip > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 
-# Stamp files re-run the install when the project metadata changes.
+# Stamp files re-run the install when the project metadata changes. The demo's install is quiet on
+# success (its log is in .venv/install.log) and shows the log when it fails.
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[hermes]'
+	@echo "Installing hermes-otel and hermes-agent into $(VENV) (log: $(VENV)/install.log)..."
+	@$(PIP) install -e '.[hermes]' > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 	@touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
@@ -27,7 +29,7 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	@touch $@
 
 demo: $(VENV)/.demo-installed  ## run a real Hermes session and show its trace
-	$(BIN)/hermes-otel demo
+	@$(BIN)/hermes-otel demo
 
 # Prometheus (Debian package, promtool included), unpacked without installing anything.
 $(PROMETHEUS):
