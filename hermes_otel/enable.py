@@ -22,7 +22,7 @@ from typing import Mapping, TextIO
 
 PLUGIN = "hermes_otel"
 SUPPORTED = ("0.16.0", "0.17.0", "0.18.2", "0.19.0")  # each tested by `make test-matrix`
-SUPPORTED_RANGE = "0.16.0–0.19.0"
+SUPPORTED_RANGE = "0.16.0 to 0.19.x"  # as pyproject's `hermes` extra states it
 
 
 def hermes_executable() -> str | None:
@@ -120,7 +120,7 @@ def support(version: str | None) -> Support:
     mode = ("full telemetry (middleware layers included)" if HermesInstrumentor.available()
             else "hooks-only telemetry: turn, chat and tool spans from its observer hooks, every observer record; "
                  "no middleware layer spans (this Hermes has no middleware)")
-    supported = version in SUPPORTED or _version_key(SUPPORTED[0]) <= _version_key(version) <= _version_key(SUPPORTED[-1])
+    supported = (0, 16, 0) <= _version_key(version) < (0, 20, 0)
     range_note = "" if supported else f" — untested: hermes-otel supports hermes-agent {SUPPORTED_RANGE}"
     return Support(supported, f"hermes-agent {version}: {mode}{range_note}")
 
