@@ -21,15 +21,17 @@ COLLECTOR_DIST  := collector/distribution
 JAEGER_MODULE   := tests/backends/jaeger
 HAVE_GO         := $(shell command -v $(GO) 2>/dev/null)
 
-.PHONY: demo test unit integration bench docs backends collector jaeger clean
+.PHONY: demo test test-matrix unit integration bench docs backends collector jaeger clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --upgrade pip
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) install --upgrade pip > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 
-# Stamp files re-run the install when the project metadata changes.
+# Stamp files re-run the install when the project metadata changes. The demo's install is quiet on
+# success (its log is in .venv/install.log) and shows the log when it fails.
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[hermes]'
+	@echo "Installing hermes-otel and hermes-agent into $(VENV) (log: $(VENV)/install.log)..."
+	@$(PIP) install -e '.[hermes]' > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 	@touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
@@ -37,7 +39,7 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	@touch $@
 
 demo: $(VENV)/.demo-installed  ## run a real Hermes session and show its trace
-	$(BIN)/hermes-otel demo
+	@$(BIN)/hermes-otel demo
 
 # Prometheus (Debian package, promtool included), unpacked without installing anything.
 $(PROMETHEUS):
@@ -81,6 +83,23 @@ unit: $(VENV)/.test-installed $(PROMETHEUS)  ## promtool checks the dashboards
 
 integration: $(VENV)/.test-installed backends
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
+
+# Every supported Hermes release, each in a venv of its own under .cache/ (created once, reused;
+# recreated when pyproject.toml changes): the real-Hermes smoke, `hermes-otel enable` included.
+HERMES_RELEASES := 0.16.0 0.17.0 0.18.2 0.19.0
+MATRIX := .cache/hermes-matrix
+
+$(MATRIX)/%/.installed: pyproject.toml
+	rm -rf $(MATRIX)/$*
+	$(PYTHON) -m venv $(MATRIX)/$*
+	$(MATRIX)/$*/bin/python -m pip --disable-pip-version-check -q install -e . 'hermes-agent==$*' 'pytest>=8' 'pytest-timeout>=2.3' 'hypothesis>=6.100,<7'
+	@touch $@
+
+test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed)  ## the real-Hermes smoke on every supported release
+	@for v in $(HERMES_RELEASES); do \
+		echo "== hermes-agent $$v"; \
+		$(MATRIX)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/matrix || exit 1; \
+	done
 
 bench: $(VENV)/.test-installed  ## overhead vs the SDK floor, history, throughput, memory, dead collectors (writes benchmarks/results/latest.json)
 	$(BIN)/python benchmarks/run.py

@@ -1,4 +1,4 @@
-"""`hermes-otel`: demo, view, doctor, config validate."""
+"""`hermes-otel`: enable, disable, demo, view, doctor, config validate."""
 
 from __future__ import annotations
 
@@ -7,19 +7,13 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.parse
 from pathlib import Path
 from typing import Sequence
 
-from . import config, view
+from . import config, enable, view
 from .version import __version__
-
-TESTED_HERMES = "0.19.0"
-DEMO_PROMPT = "Run `echo hello from hermes-otel` in the terminal and tell me what it printed."
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,8 +21,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"hermes-otel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    sub.add_parser("enable", help="enable the plugin in Hermes (any supported Hermes) and say how")
+    sub.add_parser("disable", help="disable the plugin in Hermes and say how")
+
     demo = sub.add_parser("demo", help="run a real Hermes session against a scripted local model and show its trace")
-    demo.add_argument("--keep", action="store_true", help="keep the temporary HERMES_HOME (printed at the end)")
+    demo.add_argument("--keep", action="store_true", help="keep the temporary HERMES_HOME and its telemetry files")
     demo.add_argument("--ascii", action="store_true", help="ASCII-only waterfall")
 
     show = sub.add_parser("view", help="render traces from the embedded default files as a waterfall")
@@ -47,8 +44,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     validate.add_argument("file", type=Path)
 
     args = parser.parse_args(argv)
+    if args.command in ("enable", "disable"):
+        return getattr(enable, args.command)()
     if args.command == "demo":
-        return cmd_demo(args)
+        from . import demo as demo_cmd
+
+        return demo_cmd.run(keep=args.keep, ascii=args.ascii)
     if args.command == "view":
         return cmd_view(args)
     if args.command == "doctor":
@@ -77,95 +78,6 @@ def cmd_view(args: argparse.Namespace) -> int:
     width = args.width or shutil.get_terminal_size((120, 24)).columns
     sys.stdout.write(view.render(traces, width=width, color=color, ascii=args.ascii))
     return 0
-
-
-# -- demo --------------------------------------------------------------------
-
-
-def _hermes_executable() -> str | None:
-    candidate = Path(sys.executable).with_name("hermes")
-    return str(candidate) if candidate.exists() else shutil.which("hermes")
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from .testing.fake_llm import FakeLLMServer, demo_script
-
-    hermes = _hermes_executable()
-    if hermes is None:
-        print("hermes-otel demo: the `hermes` command was not found; pip install 'hermes-otel[hermes]'", file=sys.stderr)
-        return 1
-    home = Path(tempfile.mkdtemp(prefix="hermes-otel-demo-"))
-    otel_dir = home / "otel"
-    try:
-        with FakeLLMServer(demo_script()) as server:
-            env = _demo_env(home, server.base_url, otel_dir)
-            print(f"$ hermes plugins enable hermes_otel --no-allow-tool-override   (HERMES_HOME={home})")
-            enable = subprocess.run(
-                [hermes, "plugins", "enable", "hermes_otel", "--no-allow-tool-override"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            if enable.returncode != 0:
-                print(enable.stdout + enable.stderr, file=sys.stderr)
-                return 1
-            print(f"$ hermes chat -q {DEMO_PROMPT!r}   (scripted model at {server.base_url})")
-            started = time.monotonic()
-            chat = subprocess.run(
-                [hermes, "chat", "-q", DEMO_PROMPT, "--provider", "custom", "-m", "fake-model", "-t", "terminal",
-                 "--max-turns", "4", "-Q", "--yolo", "--source", "tool"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            elapsed = time.monotonic() - started
-        answer = chat.stdout.strip()
-        print(f"Hermes answered in {elapsed:.1f}s: {answer.splitlines()[-1] if answer else '(nothing)'}\n")
-        if chat.returncode != 0:
-            print(chat.stderr[-4000:], file=sys.stderr)
-            return 1
-        traces = view.group_traces(view.load_spans(otel_dir)) if otel_dir.exists() else []
-        if not traces:
-            print(f"hermes-otel demo: no trace was written to {otel_dir}", file=sys.stderr)
-            print(chat.stderr[-4000:], file=sys.stderr)
-            return 1
-        width = shutil.get_terminal_size((120, 24)).columns
-        sys.stdout.write(view.render(traces, width=width, color=sys.stdout.isatty(), ascii=args.ascii))
-        print(f"\nTelemetry files: {otel_dir} (traces.jsonl, logs.jsonl, metrics.jsonl — OTLP JSON lines)")
-        print(f"View again with: hermes-otel view {otel_dir}")
-        return 0
-    finally:
-        if not args.keep:
-            print(f"(temporary HERMES_HOME {home} removed; use --keep to keep it)")
-            shutil.rmtree(home, ignore_errors=True)
-
-
-def _demo_env(home: Path, base_url: str, otel_dir: Path) -> dict[str, str]:
-    (home / "config.yaml").write_text(
-        "model:\n"
-        "  provider: custom\n"
-        "  default: fake-model\n"
-        f"  base_url: {base_url}\n"
-        "  api_key: sk-demo-not-a-real-key\n"
-        "security:\n"
-        "  tirith_enabled: false\n"
-        "auxiliary:\n"
-        "  title_generation:\n"
-        "    enabled: false\n",
-        encoding="utf-8",
-    )
-    plugins_toml = home / "plugins.toml"
-    plugins_toml.write_text(
-        "version = 1\n\n[[components]]\nkind = \"hermes_otel\"\n\n[components.config]\n"
-        f"file = {{ enabled = true, directory = {json.dumps(str(otel_dir))} }}\n",
-        encoding="utf-8",
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OTEL_SDK_DISABLED"))}
-    env.update(HERMES_HOME=str(home), HERMES_OTEL_PLUGINS_TOML=str(plugins_toml), NO_COLOR="1")
-    return env
 
 
 # -- doctor ------------------------------------------------------------------
@@ -199,9 +111,8 @@ def cmd_doctor() -> int:
         hermes_version = None
         report.fail("hermes-agent is not installed in this environment")
     if hermes_version:
-        (report.ok if hermes_version == TESTED_HERMES else report.warn)(
-            f"hermes-agent {hermes_version} installed (tested with {TESTED_HERMES})"
-        )
+        support = enable.support(hermes_version)
+        (report.ok if support.ok else report.warn)(support.text)
     entry_points = [ep for ep in metadata.entry_points(group="hermes_agent.plugins") if ep.name == "hermes_otel"]
     directory_plugin = home / "plugins" / "hermes_otel" / "plugin.yaml"
     if entry_points or directory_plugin.exists():
@@ -250,7 +161,7 @@ def _check_enabled(report: _Report, home: Path, env) -> None:
     elif isinstance(enabled, list) and "hermes_otel" in enabled:
         report.ok(f"enabled in {cfg_file}")
     else:
-        report.fail("not enabled: run `hermes plugins enable hermes_otel --no-allow-tool-override`")
+        report.fail("not enabled: run `hermes-otel enable`")
 
 
 def _probe(endpoint: str, timeout_s: float = 2.0) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any
 from . import _log, runtime
 from .config import load_settings
 from .hooks import callbacks
+from .hooks_only import chat_callbacks
 from .instrumentation.hermes import HermesInstrumentor, fallback_middleware
 from .middleware import log_hygiene
 
@@ -48,10 +49,14 @@ def _register(ctx: Any) -> None:
     elif (instrumentor := HermesInstrumentor(runtime.current_tracker, runtime.stop_tracing)).instrument():
         mode = "instrumented"
         instrumentor.adopt_registered(getattr(ctx, "_manager", None))
-    else:
+    elif callable(getattr(ctx, "register_middleware", None)):
         mode = "middleware"
         for kind, callback in fallback_middleware(runtime.current_tracker).items():
             ctx.register_middleware(kind, callback)
+    else:  # a Hermes without middleware (0.16.0): chat spans from hooks, registered before the bridge's
+        mode = "hooks"
+        for hook, callback in chat_callbacks(runtime.current_tracker).items():
+            ctx.register_hook(hook, callback)
     if tracker is not None:
         for hook, callback in callbacks().items():
             if hook not in result.settings.observer_exclude_hooks:
@@ -63,6 +68,8 @@ def _register(ctx: Any) -> None:
             {
                 "instrumented": "tracing Hermes's middleware runners (each call one span)",
                 "middleware": "Hermes's runners not found; tracing through registered middleware",
+                "hooks": "this Hermes has no middleware: hooks-only telemetry (turn, chat and tool spans from "
+                "its observer hooks, every observer record; no middleware layer spans)",
                 "disabled": "telemetry is off (OTEL_SDK_DISABLED or plugins.toml)",
             }[mode],
         )

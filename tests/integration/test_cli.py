@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
-from tests.harness.hermes import BIN, clean_env, hermes_chat, hermes_cli, write_home
+from tests.harness.hermes import BIN, clean_env, hermes_chat, write_home
 from tests.harness.otlp_receiver import OTLPReceiver
 from tests.harness.trees import tree
 
@@ -21,17 +23,17 @@ EXPECTED_TREE = [["invoke_agent hermes", ["chat fake-model", "execute_tool termi
 
 @pytest.fixture
 def home(tmp_path: Path):
-    """A fresh HERMES_HOME with the plugin enabled by `hermes plugins enable` (the documented step)."""
+    """A fresh HERMES_HOME with the plugin enabled by `hermes-otel enable` (the documented step)."""
     with FakeLLMServer(TOOL_THEN_ANSWER) as server:
         home = write_home(tmp_path / "home", server.base_url, enable=False)
-        enabled = hermes_cli("plugins", "enable", "hermes_otel", "--no-allow-tool-override", env=clean_env(home))
+        enabled = hermes_otel_cli("enable", env=clean_env(home))
         assert enabled.returncode == 0, enabled.stdout + enabled.stderr
         assert "hermes_otel" in (home / "config.yaml").read_text()
         yield home, server
 
 
-def hermes_otel_cli(*args: str, env) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "hermes-otel"), *args], env=env, capture_output=True, text=True, timeout=60)
+def hermes_otel_cli(*args: str, env, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "hermes-otel"), *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_cli_run_exports_over_otlp_http(home):
@@ -115,7 +117,7 @@ def test_config_validate_and_doctor(home, tmp_path):
 
     doctor = hermes_otel_cli("doctor", env={**env, "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20s3cr3t"})
     assert "s3cr3t" not in doctor.stdout
-    assert "ok    hermes-agent 0.19.0 installed" in doctor.stdout
+    assert "ok    hermes-agent 0.19.0: full telemetry (middleware layers included)" in doctor.stdout
     assert "ok    plugin discoverable (entry point)" in doctor.stdout
     assert f"ok    enabled in {home_dir / 'config.yaml'}" in doctor.stdout
     # The endpoint defaults to nothing: headers alone do not export, so the doctor is happy.
@@ -124,3 +126,64 @@ def test_config_validate_and_doctor(home, tmp_path):
     dead = hermes_otel_cli("doctor", env={**env, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
     assert dead.returncode == 1
     assert "FAIL  traces endpoint http://127.0.0.1:9/v1/traces: not reachable" in dead.stdout
+
+
+def test_disable_then_enable_says_what_it_did(home):
+    home_dir, _ = home
+    env = clean_env(home_dir)
+    disabled = hermes_otel_cli("disable", env=env)
+    assert (disabled.returncode, disabled.stdout.strip()) == (
+        0, "hermes-otel disable: ran `hermes plugins disable hermes_otel`: ⊘ Plugin hermes_otel disabled. Takes "
+           "effect on next session.")
+    import yaml
+
+    plugins = yaml.safe_load((home_dir / "config.yaml").read_text())["plugins"]
+    assert "hermes_otel" not in plugins["enabled"] and "hermes_otel" in plugins["disabled"]
+    enabled = hermes_otel_cli("enable", env=env)
+    assert enabled.stdout.startswith(
+        "hermes-otel enable: ran `hermes plugins enable hermes_otel --no-allow-tool-override`: ✓ Plugin hermes_otel "
+        "enabled."), enabled.stdout
+    plugins = yaml.safe_load((home_dir / "config.yaml").read_text())["plugins"]
+    assert "hermes_otel" in plugins["enabled"] and "hermes_otel" not in plugins["disabled"]
+
+
+def _demo_home(stdout: str) -> Path:
+    first = stdout.splitlines()[0]
+    return Path(first.split("HERMES_HOME=", 1)[1].split(";", 1)[0])
+
+
+def test_demo_shows_the_middleware_layer_and_does_not_point_at_what_it_removed():
+    env = {k: v for k, v in clean_env(Path("/nonexistent")).items() if k != "HERMES_HOME"}
+    demo = hermes_otel_cli("demo", "--ascii", env=env, timeout=300)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    home = _demo_home(demo.stdout)
+    assert not home.exists()
+    assert str(home) not in "\n".join(demo.stdout.splitlines()[1:])  # nothing after the first line names it
+    waterfall = [re.match(r"[|`\- ]*\S+(?: \S+)*", line).group(0) for line in demo.stdout.splitlines()
+                 if line.startswith(("invoke_agent", "|", "`"))]
+    assert waterfall == ["invoke_agent hermes", "|- chat fake-model", "|- execute_tool terminal",
+                         "| `- tool_execution demo_middleware", "|   `- tool_call terminal", "`- chat fake-model"]
+    assert demo.stdout.rstrip().endswith("run `hermes-otel demo --keep` to keep its files and view them again)")
+
+
+def test_demo_keep_leaves_the_files_it_names_with_the_rewrite_events():
+    env = {k: v for k, v in clean_env(Path("/nonexistent")).items() if k != "HERMES_HOME"}
+    demo = hermes_otel_cli("demo", "--keep", "--ascii", env=env, timeout=300)
+    home = _demo_home(demo.stdout)
+    try:
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        assert f"View again with: hermes-otel view {home / 'otel'}" in demo.stdout.splitlines()
+        lines = [json.loads(line) for line in (home / "otel" / "traces.jsonl").read_text().splitlines()]
+        spans = [s for line in lines for r in line["resourceSpans"] for sc in r["scopeSpans"] for s in sc["spans"]]
+        chats = sorted((s for s in spans if s["name"] == "chat fake-model"), key=lambda s: int(s["startTimeUnixNano"]))
+        events = [[(e["name"], {a["key"]: a["value"].get("stringValue") for a in e["attributes"]}) for e in s["events"]]
+                  for s in chats]
+        rewrite = ("hermes.middleware.rewrite", {
+            "hermes.middleware.kind": "llm_request", "hermes.middleware.plugin": "demo_middleware",
+            "hermes.middleware.callback": "hermes_plugins.demo_middleware.pin_temperature",
+            "hermes.middleware.index": None, "hermes.middleware.changed_keys": None,
+            "hermes.middleware.source": "demo_middleware",
+            "hermes.middleware.reason": "pinned temperature for reproducible runs"})
+        assert events == [[rewrite], [rewrite]]
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import math
+import random
 import time
 import tracemalloc
 
@@ -121,6 +122,16 @@ def _our_hooks():
 @pytest.fixture(params=["NO_CONTENT", "SPAN_AND_EVENT"])
 def hostile_env(request, traced, monkeypatch):
     from hermes_cli.plugins import discover_plugins
+    from opentelemetry.exporter.otlp.common import http as otlp_http
+    from opentelemetry.sdk.metrics._internal.exemplar import exemplar_reservoir
+
+    # Hypothesis checks that the global `random` state does not move while it draws an example (a
+    # strategy using `random` would make runs irreproducible). The SDK's own threads use it meanwhile
+    # (exemplar sampling on our builder thread, export backoff jitter on the exporters' threads), which
+    # Hypothesis reports as our strategies using `random`; give those threads a generator of their own.
+    private = random.Random(0)
+    monkeypatch.setattr(exemplar_reservoir, "randrange", private.randrange)
+    monkeypatch.setattr(otlp_http, "random", private)
 
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", request.param)
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "256")  # what the receiver sees is not the point here
