@@ -15,7 +15,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Sequence
 
-from . import config, view
+from . import config, masking, view
 from .version import __version__
 
 TESTED_HERMES = "0.19.0"
@@ -221,13 +221,13 @@ def cmd_doctor() -> int:
     for signal, target in settings.otlp.items():
         problem = _probe(target.endpoint)
         if problem:
-            report.fail(f"{signal} endpoint {config._mask_url(target.endpoint)}: {problem}")
+            report.fail(f"{signal} endpoint {masking.mask_url(target.endpoint)}: {problem}")
         else:
-            report.ok(f"{signal} endpoint {config._mask_url(target.endpoint)} reachable ({target.protocol})")
+            report.ok(f"{signal} endpoint {masking.mask_url(target.endpoint)} reachable ({target.protocol})")
     if settings.file_signals:
         _check_dir(report, settings.file_directory)
     print("effective settings (secrets masked):")
-    print(json.dumps(config.masked(settings), indent=2))
+    print(json.dumps(masking.masked(settings), indent=2))
     return 1 if report.failed else 0
 
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from .catalog import telemetry_markdown
-from .config_schema import COMPONENT_KIND, FIELDS, POLICY_VALUES
+from .config.schema import COMPONENT_KIND, FIELDS, POLICY_VALUES
 
 _PRECEDENCE = """\
 ## Precedence
