@@ -188,6 +188,8 @@ def load_settings(env: Mapping[str, str] | None = None, path: Path | None = None
 def read_component(path: Path, env: Mapping[str, str] | None = None) -> tuple[dict[str, Any], list[Problem]]:
     """Read and validate our components of one plugins.toml; values are flat dotted keys."""
     src = str(path)
+    if src == os.devnull:  # "no file", explicitly
+        return {}, []
     try:
         text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
         doc = tomllib.loads(text)
