@@ -1,4 +1,4 @@
-"""`hermes-otel`: demo, view, doctor, config validate."""
+"""`hermes-otel`: demo, view, doctor, config validate, config keys."""
 
 from __future__ import annotations
 
@@ -23,6 +23,21 @@ DEMO_PROMPT = "Run `echo hello from hermes-otel` in the terminal and tell me wha
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader went away (`hermes-otel doctor | head -3`): stop quietly, as other tools do. Point stdout at
+        # /dev/null so that the interpreter's final flush does not raise again.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool the pipe stopped
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hermes-otel", description="OpenTelemetry for the Hermes Agent.")
     parser.add_argument("--version", action="version", version=f"hermes-otel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -45,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
     validate = cfg_sub.add_parser("validate", help="validate a plugins.toml")
     validate.add_argument("file", type=Path)
+    cfg_sub.add_parser("keys", help="every configuration key: type, default, variable, meaning")
 
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -53,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_view(args)
     if args.command == "doctor":
         return cmd_doctor()
+    if args.config_command == "keys":
+        return cmd_keys()
     return cmd_validate(args.file)
 
 
@@ -283,11 +301,45 @@ def _check_dir(report: _Report, directory: Path) -> None:
 def cmd_validate(path: Path) -> int:
     values, problems = config.read_component(path)
     for problem in problems:
-        print(("error: " if problem.fatal else "warning: ") + str(problem))
+        label = "ignored" if problem.ignored else "error" if problem.fatal else "warning"
+        print(f"{label}: {problem}" + (" ([policy] says ignore)" if problem.ignored else ""))
+    shown_path = masking.printable(str(path))
     if any(p.fatal for p in problems):
+        print(f"{shown_path}: invalid: hermes-otel ignores this file and runs on environment and defaults "
+              f"({config.KEYS_HINT})")
         return 1
-    print(f"{path}: valid ({len(values)} hermes_otel setting(s))")
+    print(f"{shown_path}: valid; {config.summary(values)}")
     return 0
+
+
+def cmd_keys() -> int:
+    from .config import relay, schema
+
+    print("plugins.toml: [[components]] kind = \"hermes_otel\", keys of [components.config]")
+    print("(dotted keys are sub-tables: otlp.endpoint is [components.config.otlp] endpoint = ...)\n")
+    for spec in schema.FIELDS:
+        print(_key_line(spec))
+    print("\nplugins.toml: [[components]] kind = \"observability\" (NeMo Relay's), the parts hermes-otel honours\n")
+    for table, fields in relay.TABLES:
+        print(table)
+        for spec in fields:
+            print(_key_line(spec))
+    print("\nAlso read: OTEL_EXPORTER_OTLP_{TRACES,LOGS,METRICS}_{ENDPOINT,PROTOCOL,HEADERS,TIMEOUT,COMPRESSION}, "
+          "OTEL_SDK_DISABLED, HERMES_HOME, HERMES_OTEL_PLUGINS_TOML, HERMES_NEMO_RELAY_PLUGINS_TOML.")
+    return 0
+
+
+def _key_line(spec) -> str:
+    from .config.problems import number, type_name
+
+    default = "" if spec.default in (None, "", {}, []) else f"  default {json.dumps(spec.default)}"
+    env = f"  env {spec.env}" if spec.env else ""
+    allowed = f"  one of {' | '.join(spec.choices)}" if spec.choices else ""
+    if spec.minimum is not None or spec.maximum is not None:
+        low = "" if spec.minimum is None else number(spec.minimum)
+        high = "" if spec.maximum is None else number(spec.maximum)
+        allowed += f"  range {low}..{high}"
+    return f"  {spec.key}  ({type_name(spec.type)}){default}{env}{allowed}\n      {spec.doc}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from .catalog import telemetry_markdown
+from .config.problems import number
 from .config.schema import COMPONENT_KIND, FIELDS, POLICY_VALUES
 
 _PRECEDENCE = """\
@@ -78,9 +79,9 @@ def configuration_markdown() -> str:
         if field.choices:
             doc += " One of " + ", ".join(f"`{c}`" for c in field.choices) + "."
         if field.minimum is not None:
-            doc += f" At least {field.minimum:g}."
+            doc += f" At least {number(field.minimum)}."
         if field.maximum is not None:
-            doc += f" At most {field.maximum:g}."
+            doc += f" At most {number(field.maximum)}."
         if field.secret:
             doc += " Values are never logged or shown (`doctor` masks them)."
         out.append(f"| `{field.key}` | {kind} | {default} | {env} | {doc} |")

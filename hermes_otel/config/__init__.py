@@ -53,6 +53,7 @@ __all__ = [
     "hermes_home",
     "load_settings",
     "read_component",
+    "summary",
     "validate_document",
 ]
 
@@ -250,6 +251,24 @@ def validate_document(
         else:
             report(f"{where}.kind", "a known component kind", shown(kind), "unknown_component")
     return values, problems
+
+
+def summary(values: Mapping[str, Any]) -> str:
+    """What a validated document configures, in one line (for `config validate`)."""
+    ours = sorted(k for k in values if k in FIELDS_BY_KEY)
+    if values.get("enabled") is False:
+        parts = ["hermes_otel component: enabled = false (telemetry off)"]
+    elif ours:
+        parts = [f"hermes_otel component: {len(ours)} key(s) set ({', '.join(ours)})"]
+    else:
+        parts = ["no hermes_otel settings (the defaults apply)"]
+    if "relay.component" in values:
+        counts = [(len(values.get("relay.spans", ())), "OpenTelemetry endpoint"),
+                  (len(values.get("relay.logs", ())), "log endpoint"),
+                  (len(values.get("relay.metrics", ())), "metric endpoint"),
+                  (len(values.get("atof.sinks", ())), "ATOF sink")]
+        parts.append("observability component: " + ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for n, what in counts))
+    return "; ".join(parts)
 
 
 def _policy(raw: Any, src: str, problems: list[Problem]) -> dict[str, str]:

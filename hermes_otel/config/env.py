@@ -7,6 +7,7 @@ Per-signal forms (`OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, ...) get the same checks 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,3 +92,16 @@ def _parse(spec: Field, var: str, raw: str, problems: list[Problem]) -> Any:
             return False
         raise ValueError(raw)
     return raw.lower() if spec.choices and raw.lower() in spec.choices else raw
+
+
+class _ReportedByUs(logging.Filter):
+    """The SDK's resource detector parses OTEL_RESOURCE_ATTRIBUTES again and logs a bad item raw, value included;
+    :func:`from_env` reports it in our words (by position), so the SDK's line is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Invalid key value resource attribute pair")
+
+
+_resources_logger = logging.getLogger("opentelemetry.sdk.resources")
+if not any(isinstance(f, _ReportedByUs) for f in _resources_logger.filters):
+    _resources_logger.addFilter(_ReportedByUs())

@@ -36,6 +36,11 @@ _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a b
 _KINDS = {str: "string", bool: "boolean", int: "integer", float: "float", dict: "table", list: "array"}
 
 
+def number(limit: float) -> str:
+    """A bound as people write it: 1000000, 0.5."""
+    return str(int(limit)) if float(limit).is_integer() else f"{limit:g}"
+
+
 def type_name(t: Any) -> str:
     return _TYPE_NAMES.get(t, getattr(t, "__name__", str(t)))
 
@@ -92,7 +97,7 @@ def check(spec: Field, value: Any) -> tuple[str, str, str] | None:
     if spec.choices and value not in spec.choices:
         return " | ".join(spec.choices), describe(value, True) if spec.secret else shown(value), "value"
     if spec.minimum is not None and value < spec.minimum:
-        return f"a number >= {spec.minimum:g}", repr(value), "value"
+        return f"a number >= {number(spec.minimum)}", repr(value), "value"
     if spec.maximum is not None and value > spec.maximum:
-        return f"a number <= {spec.maximum:g}", repr(value), "value"
+        return f"a number <= {number(spec.maximum)}", repr(value), "value"
     return None
