@@ -11,7 +11,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Sequence
 
@@ -190,18 +189,23 @@ def _demo_env(home: Path, base_url: str, otel_dir: Path) -> dict[str, str]:
 
 
 class _Report:
+    """One line per check; text from configuration or data is shown with control characters escaped."""
+
     def __init__(self) -> None:
         self.failed = False
 
     def ok(self, text: str) -> None:
-        print(f"  ok    {text}")
+        print(f"  ok    {masking.printable(text)}")
 
     def warn(self, text: str) -> None:
-        print(f"  warn  {text}")
+        print(f"  warn  {masking.printable(text)}")
 
     def fail(self, text: str) -> None:
         self.failed = True
-        print(f"  FAIL  {text}")
+        print(f"  FAIL  {masking.printable(text)}")
+
+    def note(self, text: str) -> None:
+        print(f"  note  {masking.printable(text)}")
 
 
 def cmd_doctor() -> int:
@@ -228,25 +232,127 @@ def cmd_doctor() -> int:
         report.fail("plugin not discoverable: no `hermes_agent.plugins` entry point and no directory plugin")
     _check_enabled(report, home, env)
     result = config.load_settings(env)
-    if result.problems:
-        for problem in result.problems:
+    for problem in result.problems:
+        if problem.ignored:
+            report.note(f"config (ignored, as [policy] says): {problem}")
+        else:
             (report.fail if problem.fatal else report.warn)(f"config: {problem}")
-    else:
+    if result.file_rejected:
+        report.fail(f"{result.path} is ignored: telemetry runs on the environment and defaults")
+    elif not any(not p.ignored for p in result.problems):
         report.ok(f"configuration valid ({result.path or 'no plugins.toml; environment and defaults'})")
     settings = result.settings
     if not settings.enabled:
         report.warn("telemetry is disabled (OTEL_SDK_DISABLED or the component's enabled = false)")
-    for signal, target in settings.otlp.items():
-        problem = _probe(target.endpoint)
-        if problem:
-            report.fail(f"{signal} endpoint {masking.mask_url(target.endpoint)}: {problem}")
-        else:
-            report.ok(f"{signal} endpoint {masking.mask_url(target.endpoint)} reachable ({target.protocol})")
-    if settings.file_signals:
-        _check_dir(report, settings.file_directory)
+    else:
+        _check_runtime(report, settings)
     print("effective settings (secrets masked):")
-    print(json.dumps(masking.masked(settings), indent=2))
+    print(masking.printable(json.dumps(masking.masked(settings), indent=2), lines=True))
     return 1 if report.failed else 0
+
+
+def _check_runtime(report: _Report, settings: config.Settings) -> None:
+    """The checks the runtime makes, with what it will do: endpoints answer, files can be written, fallbacks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import probe
+
+    plan = settings
+    if settings.relay_handoff:
+        plan = _check_handoff(report, settings)
+    checks: list[tuple[str, str, object]] = []  # (label, consequence, probe call)
+    for signal, target in plan.otlp.items():
+        checks.append((f"{signal} endpoint {masking.mask_url(target.endpoint)} ({target.protocol})",
+                       f"{signal} will be dropped", _otlp_probe(signal, target)))
+    for endpoint in plan.relay_span_endpoints:
+        target = endpoint.target
+        checks.append((f"observability endpoint ({endpoint.type}) {masking.mask_url(target.endpoint)} "
+                       f"({target.protocol})", "spans for it will be dropped", _otlp_probe("traces", target)))
+    for signal, targets in (("logs", plan.relay_log_targets), ("metrics", plan.relay_metric_targets)):
+        for target in targets:
+            checks.append((f"observability {signal} endpoint {masking.mask_url(target.endpoint)}",
+                           f"{signal} for it will be dropped", _otlp_probe(signal, target)))
+    for sink in plan.atof_sinks:
+        if hasattr(sink, "url"):
+            headers = sink.resolved_headers()
+            checks.append((f"ATOF stream sink {sink.name!r} {masking.mask_url(sink.url)} ({sink.transport})",
+                           "its events will be dropped",
+                           lambda s=sink, h=headers: probe.atof_stream(s.url, s.transport, h)))
+    with ThreadPoolExecutor(max_workers=8) as pool:  # all at once: a dead endpoint costs its timeout once
+        answers = list(pool.map(lambda check: check[2](), checks))
+    for (label, consequence, _), answer in zip(checks, answers):
+        if answer.ok:
+            report.ok(f"{label}: {answer.text}")
+        else:
+            report.fail(f"{label}: {answer.text}: {consequence}")
+    files = ("traces.jsonl", "logs.jsonl", "metrics.jsonl")
+    if settings.file_signals:
+        _check_dir(report, "file export directory", settings.file_directory, files, "no telemetry files will be written")
+    for sink in plan.atof_sinks:
+        if hasattr(sink, "output_directory"):
+            _check_dir(report, f"ATOF file sink {sink.name!r} directory", Path(sink.output_directory).expanduser(),
+                       (sink.filename,), "the sink will not start")
+    if settings.metrics_enabled and settings.metrics_exporter == "prometheus":
+        _check_prometheus(report, settings)
+
+
+def _otlp_probe(signal: str, target: config.OTLPTarget):
+    from . import probe
+
+    if target.protocol == "grpc":
+        return lambda: probe.otlp_grpc(target.endpoint, signal, target.headers)
+    return lambda: probe.otlp_http(target.endpoint, target.headers)
+
+
+def _check_dir(report: _Report, label: str, directory: Path, names: tuple[str, ...], consequence: str) -> None:
+    from .exporters.private import problem
+
+    why = problem(directory, names)
+    if why:
+        report.fail(f"{label} {directory} {why}: {consequence}")
+    elif directory.is_dir():
+        report.ok(f"{label} {directory} is ours and writable")
+    else:
+        report.ok(f"{label} {directory} will be created (0700)")
+
+
+def _check_handoff(report: _Report, settings: config.Settings) -> config.Settings:
+    """What `relay_handoff` will do; returns the settings our own exporters will run with."""
+    import dataclasses
+
+    if not settings.relay_component:
+        report.warn("relay_handoff = true has no effect: the document has no observability component")
+        return settings
+    try:
+        import nemo_relay  # noqa: F401 - what the runtime imports for the hand-off
+    except ImportError:
+        report.warn("relay_handoff = true but the nemo-relay package is not installed: hermes-otel's own ATOF sinks "
+                    "and observability endpoints run instead")
+        return settings
+    report.ok("relay_handoff: NeMo Relay's runtime will own the observability component (its ATOF, ATIF and OTLP "
+              "exporters; ours stand down)")
+    return dataclasses.replace(settings, relay_span_endpoints=(), relay_log_targets=(), relay_metric_targets=(),
+                               atof_sinks=())
+
+
+def _check_prometheus(report: _Report, settings: config.Settings) -> None:
+    """The runtime's two conditions for a pull endpoint: the extra imports, and the address can be bound."""
+    where = f"{settings.prometheus_host}:{settings.prometheus_port}"
+    fallback = "metrics will be pushed (OTLP or files) instead"
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: F401
+        from prometheus_client import CollectorRegistry  # noqa: F401
+    except ImportError:
+        report.warn(f"metrics.exporter = prometheus needs the prometheus extra (pip install 'hermes-otel[prometheus]'), "
+                    f"which is not installed: {fallback}")
+        return
+    try:
+        socket.create_server((settings.prometheus_host, settings.prometheus_port)).close()
+    except OSError as exc:
+        report.warn(f"Prometheus endpoint {where} cannot be served ({exc.strerror or exc}; a running Hermes may hold "
+                    f"it): a new Hermes process would find it taken and {fallback}")
+        return
+    report.ok(f"Prometheus endpoint http://{where}/metrics can be served")
 
 
 def _check_enabled(report: _Report, home: Path, env) -> None:
@@ -269,30 +375,6 @@ def _check_enabled(report: _Report, home: Path, env) -> None:
         report.ok(f"enabled in {cfg_file}")
     else:
         report.fail("not enabled: run `hermes plugins enable hermes_otel --no-allow-tool-override`")
-
-
-def _probe(endpoint: str, timeout_s: float = 2.0) -> str | None:
-    """TCP reachability of an endpoint (no telemetry is sent)."""
-    try:
-        parts = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as exc:
-        return f"invalid URL ({exc})"
-    if not host:
-        return "no host in URL"
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return None
-    except OSError as exc:
-        return f"not reachable ({exc.strerror or exc})"
-
-
-def _check_dir(report: _Report, directory: Path) -> None:
-    probe = directory if directory.exists() else next((p for p in directory.parents if p.exists()), None)
-    if probe is not None and os.access(probe, os.W_OK):
-        report.ok(f"file export directory {directory} writable")
-    else:
-        report.fail(f"file export directory {directory} is not writable")
 
 
 # -- config validate -----------------------------------------------------------

@@ -34,6 +34,7 @@ from .. import semconv as sc
 from ..config.relay import FileSinkConfig, StreamSinkConfig  # the sink configs live with the Relay schema
 from ..middleware import layers as mw
 from .health import health
+from .private import open_file as open_private
 from .worker import QueueWorker
 
 ATOF_VERSION = "0.1"
@@ -246,12 +247,9 @@ def rename_fields(event: Any, policy: str) -> Any:
 
 class FileSink:
     def __init__(self, config: FileSinkConfig) -> None:
-        directory = Path(config.output_directory).expanduser()
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.path = directory / config.filename
+        self.path = Path(config.output_directory).expanduser() / config.filename
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if config.mode == "overwrite" else os.O_APPEND)
-        self._fd = os.open(self.path, flags, 0o600)
-        os.fchmod(self._fd, 0o600)  # an existing file keeps its mode otherwise: events may hold content
+        self._fd, _ = open_private(self.path, flags)  # events may hold content: ours, 0600, or refused
 
     def write(self, events: list[dict]) -> None:
         data = "".join(json.dumps(e, separators=(",", ":"), ensure_ascii=False) + "\n" for e in events)
