@@ -48,10 +48,7 @@ def ensure_dir(directory: Path) -> None:
     try:
         st = os.lstat(directory)
     except (FileNotFoundError, NotADirectoryError):
-        try:
-            os.makedirs(directory, mode=DIR_MODE, exist_ok=True)
-        except OSError as exc:
-            raise _refuse(directory, f"it cannot be created ({exc.strerror or exc})") from None
+        os.makedirs(directory, mode=DIR_MODE, exist_ok=True)  # an I/O failure stays an OSError: the writer reports it
         st = os.lstat(directory)
     if stat.S_ISLNK(st.st_mode):
         raise _refuse(directory, f"it is a symbolic link (to {os.readlink(directory)}), not followed")
