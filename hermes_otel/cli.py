@@ -349,7 +349,8 @@ def _check_prometheus(report: _Report, settings: config.Settings) -> None:
     try:
         socket.create_server((settings.prometheus_host, settings.prometheus_port)).close()
     except OSError as exc:
-        report.warn(f"Prometheus endpoint {where} cannot be served ({exc.strerror or exc}; a running Hermes may hold "
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        report.warn(f"Prometheus endpoint {where} cannot be served ({reason}; a running Hermes may hold "
                     f"it): a new Hermes process would find it taken and {fallback}")
         return
     report.ok(f"Prometheus endpoint http://{where}/metrics can be served")

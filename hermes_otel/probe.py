@@ -95,7 +95,8 @@ def otlp_grpc(endpoint: str, signal: str, headers: Mapping[str, str], timeout_s:
         name = code.name if code is not None else "UNKNOWN"
         if name == "UNIMPLEMENTED":
             return Answer(False, f"a gRPC server without the OTLP {signal} service answered ({name})")
-        if name == "UNAVAILABLE" and "http1" in details.lower().replace(".", ""):
+        lowered = details.lower()
+        if name == "UNAVAILABLE" and ("http1" in lowered.replace(".", "") or "failed parsing http/2" in lowered):
             return Answer(False, "an HTTP/1 server answered, not gRPC (is this the OTLP/HTTP port, 4318?)")
         if name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
             return Answer(False, f"not reachable over gRPC ({name}: {details})")
