@@ -47,11 +47,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     show = sub.add_parser("view", help="render traces from the embedded default files as a waterfall")
     show.add_argument("path", nargs="?", help="a traces.jsonl file or its directory (default: $HERMES_HOME/otel)")
-    show.add_argument("--trace", help="only this trace id (or a unique prefix)")
-    show.add_argument("--last", type=int, default=None, help="only the N most recent traces")
+    which = show.add_mutually_exclusive_group()
+    which.add_argument("--trace", help="only this trace id (or a unique prefix of it)")
+    which.add_argument("--last", type=_positive, default=None,
+                       help=f"the N newest traces (default {VIEW_DEFAULT_LAST})")
     show.add_argument("--ascii", action="store_true", help="ASCII-only output")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    show.add_argument("--width", type=int, default=None)
+    show.add_argument("--width", type=_positive, default=None)
 
     sub.add_parser("doctor", help="check installation, enablement, configuration and endpoints")
 
@@ -80,19 +82,47 @@ def _default_otel_dir() -> Path:
     return config.load_settings().settings.file_directory
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
+    return value
+
+
+VIEW_DEFAULT_LAST = 5
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     path = Path(args.path).expanduser() if args.path else _default_otel_dir()
+    shown_path = masking.printable(str(path))
     if not path.exists():
-        print(f"hermes-otel view: {path} does not exist (no run has written telemetry there yet)", file=sys.stderr)
+        print(f"hermes-otel view: {shown_path} does not exist (no run has written telemetry there yet)", file=sys.stderr)
         return 1
-    spans = view.load_spans(path)
-    traces = view.select(view.group_traces(spans), trace_id=args.trace, last=args.last)
-    if not traces:
-        print(f"hermes-otel view: no traces in {path}", file=sys.stderr)
+    last = args.last or VIEW_DEFAULT_LAST
+    try:
+        reading = view.read_traces(path, trace_id=args.trace, last=last)
+    except view.ViewError as exc:
+        print(f"hermes-otel view: {exc}", file=sys.stderr)
+        return 2 if str(exc).startswith("not a trace id") else 1
+    except OSError as exc:
+        print(f"hermes-otel view: cannot read {shown_path} ({exc.strerror or exc})", file=sys.stderr)
+        return 1
+    if reading.bad_lines:
+        print(f"hermes-otel view: skipped {reading.bad_lines} unreadable line(s) of {reading.lines_read} in "
+              f"{shown_path} (not OTLP/JSON trace requests)", file=sys.stderr)
+    if not reading.traces:
+        what = f"no trace starts with {args.trace.strip().lower()!r}" if args.trace else "no traces"
+        print(f"hermes-otel view: {what} in {shown_path}", file=sys.stderr)
         return 1
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     width = args.width or shutil.get_terminal_size((120, 24)).columns
-    sys.stdout.write(view.render(traces, width=width, color=color, ascii=args.ascii))
+    sys.stdout.write(view.render(reading.traces, width=width, color=color, ascii=args.ascii))
+    if not args.trace and not reading.complete:
+        print(f"hermes-otel view: the {len(reading.traces)} newest traces; --last N for more, --trace ID for one",
+              file=sys.stderr)
     return 0
 
 
