@@ -148,8 +148,8 @@ FIELDS: tuple[Field, ...] = (
     Field("file.enabled", bool, None,
           "Write OTLP-JSON-lines files; default: on exactly when no OTLP endpoint is configured."),
     Field("file.directory", str, "",
-          "Directory of the files; default `$HERMES_HOME/otel`. It must be ours and not writable by others "
-          "(else no files are written, and that is said once)."),
+          "Directory of the files; default `$HERMES_HOME/otel`. It must be ours: one owned by another user, or a "
+          "symbolic link, is refused (no files are written, and that is said once)."),
     Field("file.max_bytes", int, 20 * 1024 * 1024, "Size at which a file is rotated.", minimum=1024,
           maximum=2**40, attr="file_max_bytes"),
     Field("file.backups", int, 3, "Rotated files kept per signal.", minimum=0, maximum=1000, attr="file_backups"),
