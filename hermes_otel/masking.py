@@ -124,6 +124,8 @@ def _looks_like_token(user: str) -> bool:
 # Loggers that report our exports: our own, the OTLP exporters', and the SDK's processors and resource detector.
 LOGGERS = (
     "hermes_otel",
+    "hermes_otel.middleware",
+    "opentelemetry.exporter.otlp.proto.common._internal",
     "opentelemetry.exporter.otlp.common.http",
     "opentelemetry.exporter.otlp.proto.http._common",
     "opentelemetry.exporter.otlp.proto.http.trace_exporter",
