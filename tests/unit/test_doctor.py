@@ -58,6 +58,17 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_report_once_keys():
+    """The runtime checks below report some facts once per process (a missing extra); later tests may expect to
+    see them first, so what these tests made is forgotten again."""
+    from hermes_otel import _log
+
+    before = set(_log._seen_for_process)
+    yield
+    _log._seen_for_process.intersection_update(before)
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """A HERMES_HOME with the plugin enabled, no plugins.toml and no OTEL_* variables."""
