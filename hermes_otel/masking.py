@@ -44,10 +44,10 @@ def printable(text: str, *, lines: bool = False) -> str:
 # -- secrets -------------------------------------------------------------------------------------------------------
 
 _MIN_SECRET = 4  # shorter values would mask ordinary words
-_MAX_SECRETS = 512
-_secrets: set[str] = set()
+_MAX_SECRETS = 512  # bounded: the oldest are forgotten first (a reload re-reads the configuration)
+_secrets: dict[str, None] = {}  # insertion-ordered
 _lock = threading.Lock()
-_pattern: re.Pattern[str] | None = None
+_longest_first: list[str] | None = None  # rebuilt when needed after a change
 
 
 def remember(value: str) -> None:
@@ -56,15 +56,15 @@ def remember(value: str) -> None:
         return
     forms = {value, value.strip(), repr(value)[1:-1], repr(value.encode("utf-8", "replace"))[2:-1]}
     forms.update(line.strip() for line in value.splitlines())
-    global _pattern
+    forms = {form for form in forms if len(form) >= _MIN_SECRET}
+    global _longest_first
     with _lock:
-        before = len(_secrets)
         for form in forms:
-            if len(form) >= _MIN_SECRET and len(_secrets) < _MAX_SECRETS:
-                _secrets.add(form)
-        if len(_secrets) != before:
-            ordered = sorted(_secrets, key=len, reverse=True)  # the longest form first
-            _pattern = re.compile("|".join(re.escape(s) for s in ordered))
+            _secrets.pop(form, None)
+            _secrets[form] = None
+        while len(_secrets) > _MAX_SECRETS:
+            del _secrets[next(iter(_secrets))]
+        _longest_first = None
 
 
 def remember_url(url: str) -> None:
@@ -87,9 +87,14 @@ _USERINFO = re.compile(r"(?<![\w/])([A-Za-z0-9._~%!$&'()*+,;=-]+):([^\s@/'\"]+)@
 
 def mask_text(text: str) -> str:
     """Known secrets, credential patterns and `user:password@` masked."""
-    pattern = _pattern
-    if pattern is not None:
-        text = pattern.sub(MASK, text)
+    global _longest_first
+    known = _longest_first
+    if known is None:
+        with _lock:
+            known = _longest_first = sorted(_secrets, key=len, reverse=True)  # a secret's longest form first
+    for secret in known:
+        if secret in text:
+            text = text.replace(secret, MASK)
     text = redact_text(text)
     return _USERINFO.sub(r"\1:" + MASK + "@", text)
 

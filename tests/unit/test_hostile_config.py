@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hermes_otel import cli, config, telemetry
+from tests.harness.otlp_receiver import OTLPReceiver
 
 OURS = 'version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\n'
 DEVNULL = Path(os.devnull)
@@ -155,7 +156,12 @@ def test_odd_types_are_the_usual_message_in_validate_doctor_and_view(tmp_path, c
     ],
 )
 def test_an_extreme_environment_value_is_ignored_alone_and_said_once(tmp_path, var, value, expected):
-    env = {"HERMES_HOME": str(tmp_path), var: value, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    with OTLPReceiver() as receiver:
+        env = {"HERMES_HOME": str(tmp_path), var: value, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        _extreme(env, var, expected)
+
+
+def _extreme(env: dict, var: str, expected: str) -> None:
     result = config.load_settings(env, DEVNULL)
     assert [str(p) for p in result.problems] == [f"{var}: expected {expected}"]
     s = result.settings

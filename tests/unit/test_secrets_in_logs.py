@@ -12,6 +12,7 @@ import pytest
 
 from hermes_otel import cli, config, telemetry
 from tests.harness.otlp_receiver import OTLPReceiver
+from tests.harness.threads import threads_finish
 
 TOKEN = "Bearer K8S-SECRET-0123456789"
 
@@ -23,18 +24,20 @@ def _closed_port() -> int:
 
 
 def _export_once(settings: config.Settings) -> None:
-    """One span through the real pipeline; flushed and shut down (bounded)."""
-    live = telemetry.build(settings)
-    with live.tracer_provider.get_tracer("t").start_as_current_span("s"):
-        pass
-    live.force_flush(3)
-    live.shutdown(3)
+    """One span through the real pipeline; flushed and shut down, and its exporter threads done."""
+    with threads_finish():
+        live = telemetry.build(settings)
+        with live.tracer_provider.get_tracer("t").start_as_current_span("s"):
+            pass
+        live.force_flush(3)
+        live.shutdown(3)
 
 
 def _relay_toml(tmp_path: Path, endpoint: str, headers: str) -> Path:
     toml = tmp_path / "plugins.toml"
     toml.write_text(f'version = 1\n[[components]]\nkind = "observability"\n[components.config]\nversion = 4\n'
-                    f'[[components.config.opentelemetry.endpoints]]\nendpoint = "{endpoint}"\n{headers}\n')
+                    f'[[components.config.opentelemetry.endpoints]]\nendpoint = "{endpoint}"\ntimeout_millis = 500\n'
+                    f'{headers}\n')
     toml.chmod(0o600)
     return toml
 
@@ -118,6 +121,7 @@ def test_a_password_in_a_grpc_endpoint_never_reaches_a_log(tmp_path, caplog, cap
     monkeypatch.setenv("HERMES_HOME", str(tmp_path))
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://collector:S3cr3tPW@127.0.0.1:{port}")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
     monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", os.devnull)
     result = config.load_settings()
     _export_once(result.settings)
@@ -176,3 +180,13 @@ def test_otel_headers_with_control_characters_are_refused_by_key(value):
         "OTEL_EXPORTER_OTLP_HEADERS: authorization: expected a header value without control characters, found a value "
         "with control characters (value not shown)"
     ]
+
+
+def test_the_remembered_secrets_are_bounded_and_the_newest_always_kept():
+    from hermes_otel import masking
+
+    for n in range(2000):
+        masking.remember(f"filler-secret-{n:05d}")
+    masking.remember("the-newest-secret-value")
+    assert len(masking._secrets) <= masking._MAX_SECRETS
+    assert masking.mask_text("x the-newest-secret-value y filler-secret-01999") == "x **** y ****"
