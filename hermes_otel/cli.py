@@ -106,7 +106,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         reading = view.read_traces(path, trace_id=args.trace, last=last)
     except view.ViewError as exc:
         print(f"hermes-otel view: {exc}", file=sys.stderr)
-        return 2 if str(exc).startswith("not a trace id") else 1
+        return 2 if exc.usage else 1
     except OSError as exc:
         print(f"hermes-otel view: cannot read {shown_path} ({exc.strerror or exc})", file=sys.stderr)
         return 1
@@ -310,7 +310,7 @@ def _check_runtime(report: _Report, settings: config.Settings) -> None:
                            lambda s=sink, h=headers: probe.atof_stream(s.url, s.transport, h)))
     with ThreadPoolExecutor(max_workers=8) as pool:  # all at once: a dead endpoint costs its timeout once
         answers = list(pool.map(lambda check: check[2](), checks))
-    for (label, consequence, _), answer in zip(checks, answers):
+    for (label, consequence, _), answer in zip(checks, answers, strict=True):
         if answer.ok:
             report.ok(f"{label}: {answer.text}")
         else:

@@ -45,7 +45,12 @@ _HEX_ID = re.compile(r"[0-9a-fA-F]+")
 
 
 class ViewError(Exception):
-    """A request the files cannot answer (an ambiguous or malformed trace id); the message is for the user."""
+    """A request the files cannot answer (an ambiguous or malformed trace id); the message is for the user.
+    `usage` is true when the request itself is malformed."""
+
+    def __init__(self, message: str, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 # -- decoding: one OTLP/JSON line, strictly, with bounds -----------------------------------------------------------
@@ -292,7 +297,7 @@ def read_traces(path: Path, *, trace_id: str | None = None, last: int = 5) -> Re
 def _one_trace(files: list[Path], wanted: str) -> Reading:
     wanted = wanted.strip().lower()
     if not 1 <= len(wanted) <= 32 or not _HEX_ID.fullmatch(wanted):
-        raise ViewError(f"not a trace id: {printable(wanted)[:40]!r} (expected 1 to 32 hexadecimal digits)")
+        raise ViewError(f"not a trace id: {printable(wanted)[:40]!r} (expected 1 to 32 hexadecimal digits)", usage=True)
     needle = wanted.encode()
     counter = _Counter()
     found: dict[str, dict[str, Span]] = {}
@@ -527,7 +532,7 @@ def render(
     tail_width = width - label_width - _DURATION_WIDTH - bar_width - 3 * len(_GAP)
 
     blocks: list[str] = []
-    for trace, trace_rows in zip(traces, rows):
+    for trace, trace_rows in zip(traces, rows, strict=True):
         lines = [_header(trace, width, color, glyphs)]
         for row in trace_rows:
             label = _fit(row.label, label_width, glyphs).ljust(label_width)
