@@ -3,6 +3,10 @@
 A fault of ours (or a hostile payload) must be visible but must not flood
 Hermes's log: the first occurrence of a key goes out at WARNING, repeats at
 DEBUG. `reset()` (called on plugin reload) makes them visible again.
+
+Every record of this logger, and of the library loggers that report our
+exports, passes :mod:`hermes_otel.masking` first: no credential and no
+control character reaches Hermes's logs.
 """
 
 from __future__ import annotations
@@ -10,7 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 
+from . import masking
+
 logger = logging.getLogger("hermes_otel")
+masking.install()
 
 _seen: set[str] = set()
 _seen_for_process: set[str] = set()  # facts about the environment (a dead collector): not reset on reload

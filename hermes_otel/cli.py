@@ -1,4 +1,4 @@
-"""`hermes-otel`: enable, disable, demo, view, doctor, config validate."""
+"""`hermes-otel`: enable, disable, demo, view, doctor, config validate, config keys."""
 
 from __future__ import annotations
 
@@ -8,15 +8,29 @@ import os
 import shutil
 import socket
 import sys
-import urllib.parse
 from pathlib import Path
 from typing import Sequence
 
-from . import config, enable, view
+from . import config, enable, masking, view
 from .version import __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader went away (`hermes-otel doctor | head -3`): stop quietly, as other tools do. Point stdout at
+        # /dev/null so that the interpreter's final flush does not raise again.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool the pipe stopped
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hermes-otel", description="OpenTelemetry for the Hermes Agent.")
     parser.add_argument("--version", action="version", version=f"hermes-otel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -30,11 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     show = sub.add_parser("view", help="render traces from the embedded default files as a waterfall")
     show.add_argument("path", nargs="?", help="a traces.jsonl file or its directory (default: $HERMES_HOME/otel)")
-    show.add_argument("--trace", help="only this trace id (or a unique prefix)")
-    show.add_argument("--last", type=int, default=None, help="only the N most recent traces")
+    which = show.add_mutually_exclusive_group()
+    which.add_argument("--trace", help="only this trace id (or a unique prefix of it)")
+    which.add_argument("--last", type=_positive, default=None,
+                       help=f"the N newest traces (default {VIEW_DEFAULT_LAST})")
     show.add_argument("--ascii", action="store_true", help="ASCII-only output")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    show.add_argument("--width", type=int, default=None)
+    show.add_argument("--width", type=_positive, default=None)
 
     sub.add_parser("doctor", help="check installation, enablement, configuration and endpoints")
 
@@ -42,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
     validate = cfg_sub.add_parser("validate", help="validate a plugins.toml")
     validate.add_argument("file", type=Path)
+    cfg_sub.add_parser("keys", help="every configuration key: type, default, variable, meaning")
 
     args = parser.parse_args(argv)
     if args.command in ("enable", "disable"):
@@ -54,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_view(args)
     if args.command == "doctor":
         return cmd_doctor()
+    if args.config_command == "keys":
+        return cmd_keys()
     return cmd_validate(args.file)
 
 
@@ -64,19 +83,47 @@ def _default_otel_dir() -> Path:
     return config.load_settings().settings.file_directory
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
+    return value
+
+
+VIEW_DEFAULT_LAST = 5
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     path = Path(args.path).expanduser() if args.path else _default_otel_dir()
+    shown_path = masking.printable(str(path))
     if not path.exists():
-        print(f"hermes-otel view: {path} does not exist (no run has written telemetry there yet)", file=sys.stderr)
+        print(f"hermes-otel view: {shown_path} does not exist (no run has written telemetry there yet)", file=sys.stderr)
         return 1
-    spans = view.load_spans(path)
-    traces = view.select(view.group_traces(spans), trace_id=args.trace, last=args.last)
-    if not traces:
-        print(f"hermes-otel view: no traces in {path}", file=sys.stderr)
+    last = args.last or VIEW_DEFAULT_LAST
+    try:
+        reading = view.read_traces(path, trace_id=args.trace, last=last)
+    except view.ViewError as exc:
+        print(f"hermes-otel view: {exc}", file=sys.stderr)
+        return 2 if exc.usage else 1
+    except OSError as exc:
+        print(f"hermes-otel view: cannot read {shown_path} ({exc.strerror or exc})", file=sys.stderr)
+        return 1
+    if reading.bad_lines:
+        print(f"hermes-otel view: skipped {reading.bad_lines} unreadable line(s) of {reading.lines_read} in "
+              f"{shown_path} (not OTLP/JSON trace requests)", file=sys.stderr)
+    if not reading.traces:
+        what = f"no trace starts with {args.trace.strip().lower()!r}" if args.trace else "no traces"
+        print(f"hermes-otel view: {what} in {shown_path}", file=sys.stderr)
         return 1
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     width = args.width or shutil.get_terminal_size((120, 24)).columns
-    sys.stdout.write(view.render(traces, width=width, color=color, ascii=args.ascii))
+    sys.stdout.write(view.render(reading.traces, width=width, color=color, ascii=args.ascii))
+    if not args.trace and not reading.complete:
+        print(f"hermes-otel view: the {len(reading.traces)} newest traces; --last N for more, --trace ID for one",
+              file=sys.stderr)
     return 0
 
 
@@ -84,18 +131,23 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 
 class _Report:
+    """One line per check; text from configuration or data is shown with control characters escaped."""
+
     def __init__(self) -> None:
         self.failed = False
 
     def ok(self, text: str) -> None:
-        print(f"  ok    {text}")
+        print(f"  ok    {masking.printable(text)}")
 
     def warn(self, text: str) -> None:
-        print(f"  warn  {text}")
+        print(f"  warn  {masking.printable(text)}")
 
     def fail(self, text: str) -> None:
         self.failed = True
-        print(f"  FAIL  {text}")
+        print(f"  FAIL  {masking.printable(text)}")
+
+    def note(self, text: str) -> None:
+        print(f"  note  {masking.printable(text)}")
 
 
 def cmd_doctor() -> int:
@@ -121,25 +173,128 @@ def cmd_doctor() -> int:
         report.fail("plugin not discoverable: no `hermes_agent.plugins` entry point and no directory plugin")
     _check_enabled(report, home, env)
     result = config.load_settings(env)
-    if result.problems:
-        for problem in result.problems:
+    for problem in result.problems:
+        if problem.ignored:
+            report.note(f"config (ignored, as [policy] says): {problem}")
+        else:
             (report.fail if problem.fatal else report.warn)(f"config: {problem}")
-    else:
+    if result.file_rejected:
+        report.fail(f"{result.path} is ignored: telemetry runs on the environment and defaults")
+    elif not any(not p.ignored for p in result.problems):
         report.ok(f"configuration valid ({result.path or 'no plugins.toml; environment and defaults'})")
     settings = result.settings
     if not settings.enabled:
         report.warn("telemetry is disabled (OTEL_SDK_DISABLED or the component's enabled = false)")
-    for signal, target in settings.otlp.items():
-        problem = _probe(target.endpoint)
-        if problem:
-            report.fail(f"{signal} endpoint {config._mask_url(target.endpoint)}: {problem}")
-        else:
-            report.ok(f"{signal} endpoint {config._mask_url(target.endpoint)} reachable ({target.protocol})")
-    if settings.file_signals:
-        _check_dir(report, settings.file_directory)
+    else:
+        _check_runtime(report, settings)
     print("effective settings (secrets masked):")
-    print(json.dumps(config.masked(settings), indent=2))
+    print(masking.printable(json.dumps(masking.masked(settings), indent=2), lines=True))
     return 1 if report.failed else 0
+
+
+def _check_runtime(report: _Report, settings: config.Settings) -> None:
+    """The checks the runtime makes, with what it will do: endpoints answer, files can be written, fallbacks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import probe
+
+    plan = settings
+    if settings.relay_handoff:
+        plan = _check_handoff(report, settings)
+    checks: list[tuple[str, str, object]] = []  # (label, consequence, probe call)
+    for signal, target in plan.otlp.items():
+        checks.append((f"{signal} endpoint {masking.mask_url(target.endpoint)} ({target.protocol})",
+                       f"{signal} will be dropped", _otlp_probe(signal, target)))
+    for endpoint in plan.relay_span_endpoints:
+        target = endpoint.target
+        checks.append((f"observability endpoint ({endpoint.type}) {masking.mask_url(target.endpoint)} "
+                       f"({target.protocol})", "spans for it will be dropped", _otlp_probe("traces", target)))
+    for signal, targets in (("logs", plan.relay_log_targets), ("metrics", plan.relay_metric_targets)):
+        for target in targets:
+            checks.append((f"observability {signal} endpoint {masking.mask_url(target.endpoint)}",
+                           f"{signal} for it will be dropped", _otlp_probe(signal, target)))
+    for sink in plan.atof_sinks:
+        if hasattr(sink, "url"):
+            headers = sink.resolved_headers()
+            checks.append((f"ATOF stream sink {sink.name!r} {masking.mask_url(sink.url)} ({sink.transport})",
+                           "its events will be dropped",
+                           lambda s=sink, h=headers: probe.atof_stream(s.url, s.transport, h)))
+    with ThreadPoolExecutor(max_workers=8) as pool:  # all at once: a dead endpoint costs its timeout once
+        answers = list(pool.map(lambda check: check[2](), checks))
+    for (label, consequence, _), answer in zip(checks, answers, strict=True):
+        if answer.ok:
+            report.ok(f"{label}: {answer.text}")
+        else:
+            report.fail(f"{label}: {answer.text}: {consequence}")
+    files = ("traces.jsonl", "logs.jsonl", "metrics.jsonl")
+    if settings.file_signals:
+        _check_dir(report, "file export directory", settings.file_directory, files, "no telemetry files will be written")
+    for sink in plan.atof_sinks:
+        if hasattr(sink, "output_directory"):
+            _check_dir(report, f"ATOF file sink {sink.name!r} directory", Path(sink.output_directory).expanduser(),
+                       (sink.filename,), "the sink will not start")
+    if settings.metrics_enabled and settings.metrics_exporter == "prometheus":
+        _check_prometheus(report, settings)
+
+
+def _otlp_probe(signal: str, target: config.OTLPTarget):
+    from . import probe
+
+    if target.protocol == "grpc":
+        return lambda: probe.otlp_grpc(target.endpoint, signal, target.headers)
+    return lambda: probe.otlp_http(target.endpoint, target.headers)
+
+
+def _check_dir(report: _Report, label: str, directory: Path, names: tuple[str, ...], consequence: str) -> None:
+    from .exporters.private import problem
+
+    why = problem(directory, names)
+    if why:
+        report.fail(f"{label} {directory} {why}: {consequence}")
+    elif directory.is_dir():
+        report.ok(f"{label} {directory} is ours and writable")
+    else:
+        report.ok(f"{label} {directory} will be created (0700)")
+
+
+def _check_handoff(report: _Report, settings: config.Settings) -> config.Settings:
+    """What `relay_handoff` will do; returns the settings our own exporters will run with."""
+    import dataclasses
+
+    if not settings.relay_component:
+        report.warn("relay_handoff = true has no effect: the document has no observability component")
+        return settings
+    try:
+        import nemo_relay  # noqa: F401 - what the runtime imports for the hand-off
+    except ImportError:
+        report.warn("relay_handoff = true but the nemo-relay package is not installed: hermes-otel's own ATOF sinks "
+                    "and observability endpoints run instead")
+        return settings
+    report.ok("relay_handoff: NeMo Relay's runtime will own the observability component (its ATOF, ATIF and OTLP "
+              "exporters; ours stand down)")
+    return dataclasses.replace(settings, relay_span_endpoints=(), relay_log_targets=(), relay_metric_targets=(),
+                               atof_sinks=())
+
+
+def _check_prometheus(report: _Report, settings: config.Settings) -> None:
+    """The runtime's two conditions for a pull endpoint: the extra imports, and the address can be bound."""
+    where = f"{settings.prometheus_host}:{settings.prometheus_port}"
+    fallback = "metrics will be pushed (OTLP or files) instead"
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: F401
+        from prometheus_client import CollectorRegistry  # noqa: F401
+    except ImportError:
+        report.warn(f"metrics.exporter = prometheus needs the prometheus extra (pip install 'hermes-otel[prometheus]'), "
+                    f"which is not installed: {fallback}")
+        return
+    try:
+        socket.create_server((settings.prometheus_host, settings.prometheus_port)).close()
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        report.warn(f"Prometheus endpoint {where} cannot be served ({reason}; a running Hermes may hold "
+                    f"it): a new Hermes process would find it taken and {fallback}")
+        return
+    report.ok(f"Prometheus endpoint http://{where}/metrics can be served")
 
 
 def _check_enabled(report: _Report, home: Path, env) -> None:
@@ -164,41 +319,51 @@ def _check_enabled(report: _Report, home: Path, env) -> None:
         report.fail("not enabled: run `hermes-otel enable`")
 
 
-def _probe(endpoint: str, timeout_s: float = 2.0) -> str | None:
-    """TCP reachability of an endpoint (no telemetry is sent)."""
-    try:
-        parts = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as exc:
-        return f"invalid URL ({exc})"
-    if not host:
-        return "no host in URL"
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return None
-    except OSError as exc:
-        return f"not reachable ({exc.strerror or exc})"
-
-
-def _check_dir(report: _Report, directory: Path) -> None:
-    probe = directory if directory.exists() else next((p for p in directory.parents if p.exists()), None)
-    if probe is not None and os.access(probe, os.W_OK):
-        report.ok(f"file export directory {directory} writable")
-    else:
-        report.fail(f"file export directory {directory} is not writable")
-
-
 # -- config validate -----------------------------------------------------------
 
 
 def cmd_validate(path: Path) -> int:
     values, problems = config.read_component(path)
     for problem in problems:
-        print(("error: " if problem.fatal else "warning: ") + str(problem))
+        label = "ignored" if problem.ignored else "error" if problem.fatal else "warning"
+        print(f"{label}: {problem}" + (" ([policy] says ignore)" if problem.ignored else ""))
+    shown_path = masking.printable(str(path))
     if any(p.fatal for p in problems):
+        print(f"{shown_path}: invalid: hermes-otel ignores this file and runs on environment and defaults "
+              f"({config.KEYS_HINT})")
         return 1
-    print(f"{path}: valid ({len(values)} hermes_otel setting(s))")
+    print(f"{shown_path}: valid; {config.summary(values)}")
     return 0
+
+
+def cmd_keys() -> int:
+    from .config import relay, schema
+
+    print("plugins.toml: [[components]] kind = \"hermes_otel\", keys of [components.config]")
+    print("(dotted keys are sub-tables: otlp.endpoint is [components.config.otlp] endpoint = ...)\n")
+    for spec in schema.FIELDS:
+        print(_key_line(spec))
+    print("\nplugins.toml: [[components]] kind = \"observability\" (NeMo Relay's), the parts hermes-otel honours\n")
+    for table, fields in relay.TABLES:
+        print(table)
+        for spec in fields:
+            print(_key_line(spec))
+    print("\nAlso read: OTEL_EXPORTER_OTLP_{TRACES,LOGS,METRICS}_{ENDPOINT,PROTOCOL,HEADERS,TIMEOUT,COMPRESSION}, "
+          "OTEL_SDK_DISABLED, HERMES_HOME, HERMES_OTEL_PLUGINS_TOML, HERMES_NEMO_RELAY_PLUGINS_TOML.")
+    return 0
+
+
+def _key_line(spec) -> str:
+    from .config.problems import number, type_name
+
+    default = "" if spec.default in (None, "", {}, []) else f"  default {json.dumps(spec.default)}"
+    env = f"  env {spec.env}" if spec.env else ""
+    allowed = f"  one of {' | '.join(spec.choices)}" if spec.choices else ""
+    if spec.minimum is not None or spec.maximum is not None:
+        low = "" if spec.minimum is None else number(spec.minimum)
+        high = "" if spec.maximum is None else number(spec.maximum)
+        allowed += f"  range {low}..{high}"
+    return f"  {spec.key}  ({type_name(spec.type)}){default}{env}{allowed}\n      {spec.doc}"
 
 
 if __name__ == "__main__":  # pragma: no cover

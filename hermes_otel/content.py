@@ -3,8 +3,10 @@
 Used for every string we export that could carry user data: captured
 content (opt-in), error messages and exception text (always). Credentials are
 redacted by key name (api_key, authorization, token, secret, password, ...)
-and by value pattern (bearer tokens, JWTs, `sk-...` keys, AWS access keys,
-private key blocks, `user:password@` in URLs, ...) in every capture mode.
+and by value pattern (bearer tokens, JWTs, `sk-...`, AWS access and secret
+keys, GitHub, GitLab, Hugging Face, Slack and Google tokens, PEM and PGP
+private key blocks, `user:password@` and token users in URLs, `name=value`
+and `name: value` for credential names) in every capture mode.
 """
 
 from __future__ import annotations
@@ -27,18 +29,54 @@ _SECRET_KEY = re.compile(
 # Keys that contain a secret-looking word but are not secrets (token counts, ...).
 _NOT_SECRET_KEY = re.compile(r"(tokens?_?(count|used|usage)|_tokens$|^tokens$|max_tokens|token_type)", re.IGNORECASE)
 
-_VALUE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)", re.S), REDACTED),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + REDACTED),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"), REDACTED),  # JWT
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), REDACTED),  # OpenAI / Anthropic style
-    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),  # AWS access key id
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), REDACTED),  # GitHub
-    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),  # Slack
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), REDACTED),  # Google API key
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]+):([^@\s/]+)@"), r"\1\2:" + REDACTED + "@"),
-    (re.compile(r"(?i)\b(api[_-]?key|token|secret|password|passwd)=([^&\s]+)"), r"\1=" + REDACTED),
+# The start of a token: no letter or digit before it, or an escaped newline or tab: tool results are often JSON
+# text whose newlines are escaped, so a token right after `\n` starts fresh.
+_B = r"(?:(?<=\\[nrt])|(?<![A-Za-z0-9_]))"
+# Words that name a credential in free text (`password: x`, `access_token=...`, `"client_secret": "..."`).
+# Only the word itself is matched (`access_token=` matches at `token=`): what precedes it stays as it is.
+_SECRET_WORD = r"(?:api[_-]?key|apikey|token|secret|passw(?:or)?d|credentials?|private[_-]?key|access[_-]?key)"
+
+_CREDENTIAL_WORDS = ("apikey", "api_key", "api-key", "token", "secret", "passw", "credential", "private_key",
+                     "private-key", "privatekey", "access_key", "access-key", "accesskey")
+
+# (needles, pattern, replacement): a pattern runs only when one of its needles is in the text (in lower case for
+# the case-insensitive ones), so ordinary text costs a few substring checks, not a dozen regex scans.
+_VALUE_PATTERNS: tuple[tuple[tuple[str, ...], bool, re.Pattern[str], Any], ...] = (
+    # PEM and PGP private key blocks (to the end of the text when the END line is missing).
+    (("PRIVATE KEY",), False,
+     re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)",
+                re.S), REDACTED),
+    (("bearer", "basic"), True, re.compile(r"(?i)" + _B + r"(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
+     r"\1 " + REDACTED),
+    (("eyJ",), False, re.compile(_B + r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED),  # JWT
+    (("sk-",), False, re.compile(_B + r"sk-[A-Za-z0-9_-]{16,}"), REDACTED),  # OpenAI / Anthropic style
+    (("AKIA", "ASIA", "ABIA", "ACCA"), False, re.compile(_B + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+     REDACTED),  # AWS access key id
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False, re.compile(_B + r"gh[pousr]_[A-Za-z0-9]{30,}"), REDACTED),
+    (("github_pat_",), False, re.compile(_B + r"github_pat_[A-Za-z0-9_]{22,}"), REDACTED),  # GitHub fine-grained
+    (("glpat-",), False, re.compile(_B + r"glpat-[A-Za-z0-9_-]{20,}"), REDACTED),  # GitLab personal access token
+    (("hf_",), False, re.compile(_B + r"hf_[A-Za-z0-9]{30,}"), REDACTED),  # Hugging Face
+    (("xox",), False, re.compile(_B + r"xox[abprse]-[A-Za-z0-9-]{10,}"), REDACTED),  # Slack
+    (("AIza",), False, re.compile(_B + r"AIza[0-9A-Za-z_-]{35}"), REDACTED),  # Google API key
+    (("k_live_", "k_test_"), False, re.compile(_B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"), REDACTED),  # Stripe
+    # user:password@ in a URL; a long user alone (`https://<token>@host`) is a token too.
+    (("@",), False, re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]+):([^@\s/]+)@"), r"\1\2:" + REDACTED + "@"),
+    (("@",), False, re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[A-Za-z0-9._~-]{16,}@"), r"\1" + REDACTED + "@"),
+    # name=value, name: value, "name": "value" where the name is a credential's (access_token, client_secret, ...);
+    # quotes may be escaped (JSON text inside JSON). The lookahead is a cheap first-letter filter.
+    (_CREDENTIAL_WORDS, True,
+     re.compile(r"(?i)(?=[aptsc])(" + _SECRET_WORD + r")((?:\\*[\"'])?\s*[=:]\s*(?:\\*[\"'])?)(?!<redacted>)([^\s\"'&,;\\]+)"),
+     r"\1\2" + REDACTED),
 )
+# An AWS secret access key standing alone: 40 base64 characters mixing upper case, lower case and digits.
+_LONG_RUN = re.compile(r"[A-Za-z0-9/+]{40}")
+_AWS_SECRET = re.compile(_B.replace("A-Za-z0-9_", "A-Za-z0-9/+=") + r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+
+
+def _aws_secret(match: re.Match[str]) -> str:
+    text = match.group(0)
+    mixed = any(c.islower() for c in text) and any(c.isupper() for c in text) and any(c.isdigit() for c in text)
+    return REDACTED if mixed else text
 
 
 def is_secret_key(key: Any) -> bool:
@@ -51,8 +89,13 @@ def redact_text(text: str, cap: int | None = None) -> str:
     """Value-pattern redaction, then a size cap that says how much was cut."""
     if cap is not None and len(text) > cap * 4:
         text = text[: cap * 4]  # bound the regex work on huge inputs first
-    for pattern, replacement in _VALUE_PATTERNS:
-        text = pattern.sub(replacement, text)
+    lower = text.lower()
+    for needles, folded, pattern, replacement in _VALUE_PATTERNS:
+        haystack = lower if folded else text
+        if any(needle in haystack for needle in needles):
+            text = pattern.sub(replacement, text)
+    if _LONG_RUN.search(text):
+        text = _AWS_SECRET.sub(_aws_secret, text)
     if cap is not None and len(text) > cap:
         text = f"{text[:cap]}…[truncated]"
     return text

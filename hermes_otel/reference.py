@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 from .catalog import telemetry_markdown
-from .config_schema import COMPONENT_KIND, FIELDS, POLICY_VALUES
+from .config.problems import number
+from .config.relay import TABLES
+from .config.schema import COMPONENT_KIND, FIELDS, POLICY_VALUES, Field
 
 _PRECEDENCE = """\
 ## Precedence
@@ -27,30 +29,46 @@ The environment wins over the file because it is the per-deployment override
 `HERMES_OTEL_PLUGINS_TOML`, else `HERMES_NEMO_RELAY_PLUGINS_TOML`, else
 `$HERMES_HOME/plugins.toml` (when it exists). The document uses NeMo Relay's
 component format: top-level `version`, `[policy]`, `[[components]]`. Our
-settings live in the component of kind `{kind}`; Relay's own kinds
-(`observability`, ...) are recognised and left to their readers.
+settings live in the component of kind `{kind}`; of Relay's own kinds,
+`observability` is honoured (below) and the others are recognised and left to
+their readers.
+
+The file, and every `header_file`, is read only if it is a regular file
+(a FIFO, a device or a directory is refused without blocking), of at most
+1 MiB (a header file: 64 KiB).
 
 ## Problems
 
 A broken file never stops Hermes. Every problem is reported in ONE log
 message naming the file, the key path, what was expected and what was found,
 e.g. `plugins.toml: components[0].config.otlp.timeout_millis: expected an
-integer, found string 'soon'`.
+integer, found string 'soon'`. A value under a key that holds credentials
+(`headers`) is never shown: a table by its keys, anything else by its kind.
 
-* A TOML syntax error, a wrong type, or a problem that `[policy]` rates
-  `error`: the whole file is ignored; telemetry continues with the
-  environment and the defaults (logged at ERROR).
+* A TOML syntax error (or tables nested too deep to read), a wrong type, or a
+  problem that `[policy]` rates `error`: the whole file is ignored; telemetry
+  continues with the environment and the defaults (logged at ERROR) — except
+  that `enabled = false` in the `{kind}` component is still obeyed.
 * A problem rated `warn`: the offending key is ignored, the rest applies
-  (logged at WARNING). `ignore`: silently skipped.
+  (logged at WARNING). `ignore`: not logged, but `config validate` and `doctor`
+  still list it.
 
 `[policy]` keys (values `{policies}`): `unknown_component` (default `warn`),
 `unknown_field` (default `warn`), `unsupported_value` (a value outside the
-allowed set, or below the minimum; default `error`).
+allowed set or range; default `error`).
 
-An unparsable `OTEL_*` value is reported the same way and the default is kept.
+Every `OTEL_*` value we read — the per-signal forms too — is checked like a
+key of the file (type, range, choices; URLs must be `http(s)://host[:port]`
+with a port from 1 to 65535). A bad one is reported once, by variable name,
+and only that setting keeps its default. Header values (from the file, a
+variable or a header file) lose surrounding blanks and one trailing newline;
+one that still holds a control character is refused, by key, never shown.
+`OTEL_SDK_DISABLED` reads `true`/`false` (also `1`/`0`, `yes`/`no`,
+`on`/`off`); anything else is reported and read as false.
 
-Check a file with `hermes-otel config validate FILE`, the whole set-up with
-`hermes-otel doctor`.
+`hermes-otel config keys` prints every key below. Check a file with
+`hermes-otel config validate FILE` (it also says what the file configures),
+the whole set-up with `hermes-otel doctor`.
 """
 
 
@@ -70,22 +88,22 @@ def configuration_markdown() -> str:
         "|---|---|---|---|---|",
     ]
     for field in FIELDS:
-        kind = field.type.__name__ if isinstance(field.type, type) else "/".join(t.__name__ for t in field.type)
-        kind = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "table", "list": "array"}.get(kind, kind)
-        default = "(none)" if field.default in (None, "", {}, []) else f"`{field.default!r}`".replace("'", '"')
         env = f"`{field.env}`" if field.env else ""
-        doc = field.doc
-        if field.choices:
-            doc += " One of " + ", ".join(f"`{c}`" for c in field.choices) + "."
-        if field.minimum is not None:
-            doc += f" At least {field.minimum:g}."
-        if field.maximum is not None:
-            doc += f" At most {field.maximum:g}."
-        if field.secret:
-            doc += " Values are never logged or shown (`doctor` masks them)."
-        out.append(f"| `{field.key}` | {kind} | {default} | {env} | {doc} |")
+        out.append(f"| `{field.key}` | {_kind(field.type)} | {_default(field.default)} | {env} | {_doc(field)} |")
     out += [
         "",
+        "## NeMo Relay's `observability` component",
+        "",
+        "What hermes-otel honours of it (the component is also handed, verbatim, to Relay's runtime with",
+        "`relay_handoff`). Its `config` takes `version = 4`, `enable_full_payloads`, `atof` (`enabled`, `sinks`)",
+        "and `opentelemetry` (`enabled`, `endpoints`, `logs`, `metrics`).",
+        "",
+    ]
+    for table, fields in TABLES:
+        out += [f"`{table}`", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        out += [f"| `{f.key}` | {_kind(f.type)} | {_default(f.default)} | {_doc(f)} |" for f in fields]
+        out.append("")
+    out += [
         "Also honoured: `OTEL_EXPORTER_OTLP_{TRACES,LOGS,METRICS}_{ENDPOINT,PROTOCOL,HEADERS,TIMEOUT,COMPRESSION}`",
         "(per-signal endpoints are used as given; the general endpoint gets `/v1/<signal>` appended for",
         "http/protobuf), `OTEL_SDK_DISABLED`, and `HERMES_HOME` (the default file directory is",
@@ -100,6 +118,28 @@ def configuration_markdown() -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def _kind(t: type) -> str:
+    return {str: "string", int: "integer", float: "number", bool: "boolean", dict: "table", list: "array"}.get(
+        t, getattr(t, "__name__", str(t)))
+
+
+def _default(value: object) -> str:
+    return "(none)" if value in (None, "", {}, []) else f"`{value!r}`".replace("'", '"')
+
+
+def _doc(field: Field) -> str:
+    doc = field.doc
+    if field.choices:
+        doc += " One of " + ", ".join(f"`{c}`" for c in field.choices) + "."
+    if field.minimum is not None:
+        doc += f" At least {number(field.minimum)}."
+    if field.maximum is not None:
+        doc += f" At most {number(field.maximum)}."
+    if field.secret:
+        doc += " Values are never logged or shown (`doctor` masks them)."
+    return doc
 
 
 PAGES = {"configuration.md": configuration_markdown, "telemetry.md": telemetry_markdown}

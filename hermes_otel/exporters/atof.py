@@ -20,7 +20,7 @@ import urllib.request
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,10 @@ from opentelemetry.trace import StatusCode
 
 from .. import _log
 from .. import semconv as sc
+from ..config.relay import FileSinkConfig, StreamSinkConfig  # the sink configs live with the Relay schema
 from ..middleware import layers as mw
 from .health import health
+from .private import open_file as open_private
 from .worker import QueueWorker
 
 ATOF_VERSION = "0.1"
@@ -243,52 +245,11 @@ def rename_fields(event: Any, policy: str) -> Any:
     return event
 
 
-@dataclass(frozen=True)
-class FileSinkConfig:
-    output_directory: str
-    filename: str = "hermes-otel-atof.jsonl"
-    mode: str = "append"
-    name: str = "file"
-
-
-@dataclass(frozen=True)
-class StreamSinkConfig:
-    url: str
-    transport: str = "http_post"
-    headers: Mapping[str, str] = field(default_factory=dict)
-    header_env: Mapping[str, str] = field(default_factory=dict)
-    header_file: Mapping[str, str] = field(default_factory=dict)
-    timeout_millis: int = 3000
-    field_name_policy: str = "preserve"
-    name: str = "stream"
-
-    def resolved_headers(self) -> dict[str, str]:
-        """Literal headers, then values from environment variables and files (never logged)."""
-        headers = dict(self.headers)
-        for header, var in self.header_env.items():
-            if os.environ.get(var):
-                headers[header] = os.environ[var]
-        for header, path in self.header_file.items():
-            try:
-                source = Path(path).expanduser()
-                if source.stat().st_mode & 0o077:
-                    _log.once(f"atof-header-file-mode:{path}", "hermes-otel: header file %s (header %r) is readable "
-                              "by other users; chmod 600 it", path, header, per_process=True)
-                headers[header] = source.read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                _log.once(f"atof-header-file:{path}", "hermes-otel: ATOF sink %r cannot read header file %s (%s)",
-                          self.name, path, exc.strerror)
-        return headers
-
-
 class FileSink:
     def __init__(self, config: FileSinkConfig) -> None:
-        directory = Path(config.output_directory).expanduser()
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.path = directory / config.filename
+        self.path = Path(config.output_directory).expanduser() / config.filename
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if config.mode == "overwrite" else os.O_APPEND)
-        self._fd = os.open(self.path, flags, 0o600)
-        os.fchmod(self._fd, 0o600)  # an existing file keeps its mode otherwise: events may hold content
+        self._fd, _ = open_private(self.path, flags)  # events may hold content: ours, 0600, or refused
 
     def write(self, events: list[dict]) -> None:
         data = "".join(json.dumps(e, separators=(",", ":"), ensure_ascii=False) + "\n" for e in events)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import stat
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +34,8 @@ from .otlp_json import (
     encode_metrics_json,
     encode_spans_json,
 )
+from .private import UnsafePath
+from .private import open_file as open_private
 from .slices import slices
 
 if TYPE_CHECKING:
@@ -53,8 +54,6 @@ __all__ = [
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_BACKUPS = 3
 
-_DIR_MODE = 0o700
-_FILE_MODE = 0o600
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 _logger = logging.getLogger("hermes_otel")
@@ -141,15 +140,7 @@ class RotatingJsonLinesWriter:
         return self._open()
 
     def _open(self) -> int:
-        _ensure_private_dir(self._path.parent)
-        fd = os.open(self._path, _OPEN_FLAGS, _FILE_MODE)
-        try:
-            st = os.fstat(fd)
-            if stat.S_IMODE(st.st_mode) & 0o077 and _owned(st):
-                os.fchmod(fd, _FILE_MODE)  # a file left behind with a looser mode
-        except OSError:
-            os.close(fd)
-            raise
+        fd, st = open_private(self._path, _OPEN_FLAGS)  # ours, 0600, in a directory of ours; else UnsafePath
         self._fd = fd
         self._identity = (st.st_dev, st.st_ino)
         self._size = st.st_size
@@ -188,20 +179,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _ensure_private_dir(directory: Path) -> None:
-    os.makedirs(directory, mode=_DIR_MODE, exist_ok=True)
-    st = os.stat(directory)
-    # Tighten a directory we own that others can read, but never a shared
-    # sticky one such as /tmp (a path given directly inside it).
-    if stat.S_IMODE(st.st_mode) & 0o077 and _owned(st) and not st.st_mode & stat.S_ISVTX:
-        os.chmod(directory, stat.S_IMODE(st.st_mode) & _DIR_MODE)
-
-
-def _owned(st: os.stat_result) -> bool:
-    getuid = getattr(os, "getuid", None)
-    return getuid is None or st.st_uid == getuid()
-
-
 def _remove(path: Path) -> None:
     try:
         os.unlink(path)
@@ -230,6 +207,8 @@ class _SafeSink:
             obj = encode()
             if obj:  # an empty batch encodes to {}; do not write blank requests
                 self.writer.write(obj)
+        except UnsafePath:
+            return False  # said once per directory by the check itself
         except OSError as exc:
             self._report("cannot write %s to %s: %s", self._signal, self.writer.path, exc)
             return False

@@ -56,18 +56,22 @@ class ExportHealth:
         self.dropped_at[endpoint] += count
 
     def failure(self, signal: str, endpoint: str, reason: str) -> None:
+        """Record and report a failed export. Never raises: it runs inside exporters and logging filters."""
         with self._lock:
             self._failing[endpoint] = time.monotonic()
-        collector = _collector(endpoint)  # one message per collector, not per signal
-        _log.once(
-            f"export-failing:{collector}",
-            "hermes-otel: cannot export to %s (%s, first seen exporting %s); telemetry is dropped while "
-            "this lasts (Hermes is unaffected; repeats are logged at DEBUG)",
-            collector,
-            reason,
-            signal,
-            per_process=True,  # a plugin reload does not make a dead collector news again
-        )
+        try:
+            collector = _collector(endpoint)  # one message per collector, not per signal
+            _log.once(
+                f"export-failing:{collector}",
+                "hermes-otel: cannot export to %s (%s, first seen exporting %s); telemetry is dropped while "
+                "this lasts (Hermes is unaffected; repeats are logged at DEBUG)",
+                collector,
+                reason,
+                signal,
+                per_process=True,  # a plugin reload does not make a dead collector news again
+            )
+        except Exception:  # noqa: BLE001 - the reporter must not become the failure
+            pass
 
     def success(self, endpoint: str) -> None:
         if endpoint in self._failing:
@@ -93,10 +97,13 @@ class _SuppressOurRetries(logging.Filter):
         active = getattr(_current, "export", None)
         if active is None or record.levelno < logging.WARNING:
             return True
-        signal, endpoint = active
-        message = record.getMessage()
-        health.failure(signal, endpoint, _short_reason(message))
-        _log.logger.debug("hermes-otel: %s exporter: %s", signal, message)
+        try:
+            signal, endpoint = active
+            message = record.getMessage()
+            health.failure(signal, endpoint, _short_reason(message))
+            _log.logger.debug("hermes-otel: %s exporter: %s", signal, message)
+        except Exception:  # noqa: BLE001 - a logging filter must not raise into the exporter
+            pass
         return False
 
 
@@ -111,11 +118,18 @@ def install_log_filter() -> None:
             logger.addFilter(_filter)
 
 
+install_log_filter()  # at import: every pipeline of ours (Relay endpoints too) reports the same way
+
+
 def _collector(endpoint: str) -> str:
-    parts = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
-    host = parts.hostname or endpoint
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}" if parts.scheme else f"{host}{port}"
+    """`scheme://host:port` of an endpoint as written (no user info, path or query); total, even for a port out of
+    range."""
+    try:
+        parts = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
+    except ValueError:
+        return "(an unparsable endpoint)"
+    where = parts.netloc.rsplit("@", 1)[-1]
+    return f"{parts.scheme}://{where}" if parts.scheme else where
 
 
 def _short_reason(message: str) -> str:

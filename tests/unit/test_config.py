@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel.config import Problem, find_config_file, load_settings, masked, parse_headers, read_component
+from hermes_otel.config import Problem, find_config_file, load_settings, parse_headers, read_component
+from hermes_otel.masking import masked
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -110,7 +111,8 @@ def test_type_error_rejects_the_file_with_one_message(tmp_path):
     assert result.settings.source is None
     assert result.message() == (
         f"hermes-otel configuration: {path}: components[0].config.file.max_bytes: expected an integer, "
-        "found string 'big' (ignoring this file; telemetry continues with environment and default settings)"
+        "found string 'big' (ignoring this file; telemetry continues with environment and default settings; "
+        "see `hermes-otel config keys`)"
     )
 
 
@@ -124,7 +126,7 @@ def test_syntax_error_names_the_file(tmp_path):
 def test_missing_explicit_file_is_reported(tmp_path):
     missing = tmp_path / "nope.toml"
     result = load_settings({"HERMES_OTEL_PLUGINS_TOML": str(missing)})
-    assert [str(p) for p in result.problems] == [f"{missing}: expected a readable TOML file, found no such file"]
+    assert [str(p) for p in result.problems] == [f"{missing}: expected a readable TOML file (a regular file of at most 1 MiB), found no such file"]
 
 
 @pytest.mark.parametrize(
@@ -138,8 +140,10 @@ def test_unknown_fields_follow_policy(tmp_path, policy, fatal, reported):
         '[components.config]\nservice_name = "svc"\nsevice_nmae = "typo"\n',
     )
     result = load_settings({}, path)
-    expected = [Problem(str(path), "components[0].config.sevice_nmae", "a documented key (see docs/configuration.md)", "an unknown key", fatal)]
-    assert list(result.problems) == (expected if reported else [])
+    expected = [Problem(str(path), "components[0].config.sevice_nmae", "a documented key (see `hermes-otel config keys`)",
+                        "an unknown key", fatal, ignored=not reported)]
+    assert list(result.problems) == expected  # `ignore` still lists it (for `config validate`), marked ignored
+    assert (result.message() is None) == (not reported)  # ... but it is not logged
     assert result.settings.service_name == ("hermes-agent" if fatal else "svc")
 
 
@@ -233,7 +237,7 @@ def test_relay_observability_component_drives_atof(tmp_path):
     from hermes_otel.exporters.atof import FileSinkConfig, StreamSinkConfig
 
     path = write(tmp_path, RELAY)
-    result = load_settings({}, path)
+    result = load_settings({"ATOF_TOKEN": "t0ken-value"}, path)
     s = result.settings
     assert s.atof_full_payloads is True
     assert s.atof_sinks == (
@@ -255,7 +259,6 @@ def test_relay_observability_component_drives_atof(tmp_path):
 def test_relay_opentelemetry_endpoints(tmp_path, monkeypatch):
     from hermes_otel.config import OTLPTarget, RelayEndpoint
 
-    monkeypatch.setenv("PHOENIX_KEY", "from-env")
     path = write(
         tmp_path,
         """version = 1
@@ -289,7 +292,7 @@ export_interval_millis = 5000
 temporality = "delta"
 """,
     )
-    result = load_settings({}, path)
+    result = load_settings({"PHOENIX_KEY": "from-env"}, path)  # header_env reads the environment given
     s = result.settings
     assert s.relay_span_endpoints == (
         RelayEndpoint("openinference", OTLPTarget("http://otel-collector:6006/v1/traces", "http/protobuf",
@@ -303,7 +306,7 @@ temporality = "delta"
     assert s.relay_metric_interval_ms == 5000
     assert [str(p) for p in result.problems] == [
         f"{path}: components[0].config.opentelemetry.endpoints[2].type: expected full | gen_ai | openinference, found 'everything'",
-        f"{path}: components[0].config.opentelemetry.metrics.temporality: expected cumulative (the temporality hermes-otel exports), found 'delta'",
+        f"{path}: components[0].config.opentelemetry.metrics.temporality: expected cumulative, found 'delta'",
     ]
     assert not result.file_rejected  # rated "warn" here: the rest of the file applies
 
@@ -322,3 +325,28 @@ def test_edge_values_are_reported_not_raised(tmp_path):
     result = load_settings({}, path)  # an unknown sink key is reported and dropped; the sink still works
     assert result.settings.atof_sinks[0].output_directory == "/tmp/a"
     assert [p.key for p in result.problems] == ["components[0].config.atof.sinks[0].colour"]
+
+
+def test_settings_take_their_defaults_and_values_from_the_schema():
+    """One config schema: every schema field names the Settings attribute it fills, whose default is the schema's."""
+    import dataclasses
+
+    from hermes_otel.config import Settings
+    from hermes_otel.config.schema import FIELDS
+
+    attrs = {f.name: f for f in dataclasses.fields(Settings)}
+    filled = [spec for spec in FIELDS if spec.attr]
+    assert len(filled) == 23 and len({spec.attr for spec in filled}) == 23
+    defaults = Settings()
+    for spec in filled:
+        assert spec.attr in attrs, spec.key
+        assert getattr(defaults, spec.attr) == spec.setting(spec.default), spec.key
+    assert defaults.flush_timeout_s == 1.5 and defaults.observer_exclude_hooks == frozenset({"pre_api_request"})
+    # The values too: a file value arrives converted in the attribute its field names.
+    built = load_settings({"OTEL_BSP_SCHEDULE_DELAY": "70", "OTEL_TRACES_SAMPLER_ARG": "0"}).settings
+    assert (built.bsp_schedule_delay_ms, built.sampler_arg) == (70, 0.0) and isinstance(built.sampler_arg, float)
+    # Attributes no single key fills are the derived ones, listed here so a new one is a decision.
+    derived = set(attrs) - {spec.attr for spec in filled}
+    assert derived == {"enabled", "otlp", "file_signals", "file_directory", "atof_sinks", "atof_full_payloads",
+                       "relay_span_endpoints", "relay_log_targets", "relay_metric_targets",
+                       "relay_metric_interval_ms", "relay_component", "source"}

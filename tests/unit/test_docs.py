@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hermes_otel import catalog, config_schema
+from hermes_otel import catalog
+from hermes_otel.config import schema as config_schema
 from hermes_otel.reference import PAGES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

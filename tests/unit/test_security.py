@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel import cli, config, telemetry
+from hermes_otel import cli, config, masking, telemetry
 from hermes_otel.exporters import atof
 from hermes_otel.exporters.health import health
 
@@ -106,7 +106,7 @@ def test_a_rejected_header_table_is_described_by_its_keys_only(tmp_path, monkeyp
     message = config.load_settings().message()
     assert message == (f"hermes-otel configuration: {toml}: components[0].config.otlp.headers: expected a table of "
                        "strings, found table {keys: authorization, retries} (ignoring this file; telemetry continues "
-                       "with environment and default settings)")
+                       "with environment and default settings; see `hermes-otel config keys`)")
     cli.main(["doctor"])
     assert SECRETS["literal"] not in capsys.readouterr().out
 
@@ -136,8 +136,8 @@ def test_header_file_readable_by_others_is_warned_once(tmp_path, caplog):
     assert sink.resolved_headers() == {"authorization": "s3cr3t-token-value"}
     sink.resolved_headers()
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert warnings == [f"hermes-otel: header file {secret} (header 'authorization') is readable by other users; "
-                        "chmod 600 it"]
+    assert warnings == [f"hermes-otel: ATOF sink 'stream': header_file.authorization: expected a file only its owner "
+                        f"can read (chmod 600), found {secret} with mode 644"]
     assert "s3cr3t-token-value" not in caplog.text
 
 
@@ -263,7 +263,7 @@ def test_atof_stream_sink_never_follows_a_redirect(caplog):
 
 @pytest.mark.parametrize("url", ["http://u:pw-9999@h:1/v1/traces?api_key=abc123", "http://h:99999999/x?token=abc123"])
 def test_masked_urls(url):
-    shown = config._mask_url(url)
+    shown = masking.mask_url(url)
     assert "pw-9999" not in shown and "abc123" not in shown
 
 

@@ -1,0 +1,63 @@
+"""Reading the files configuration points at (`plugins.toml`, header files) without hanging or bloating.
+
+Only regular files are read, up to a size cap, and the open never blocks: a FIFO, a device
+(`/dev/zero`), a socket or a directory gets a one-line reason instead of a hang or a MemoryError.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+MAX_CONFIG_BYTES = 1024 * 1024  # a plugins.toml
+MAX_HEADER_FILE_BYTES = 64 * 1024  # one header value
+
+_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+class Unreadable(Exception):
+    """Why a file was not read, in words fit for a problem report (never its content)."""
+
+
+def read_regular(path: Path, cap: int) -> bytes:
+    """The bytes of a regular file of at most `cap` bytes, else :class:`Unreadable`."""
+    try:
+        fd = os.open(path, _FLAGS)  # O_NONBLOCK: opening a FIFO does not wait for a writer
+    except FileNotFoundError:
+        raise Unreadable("no such file") from None
+    except OSError as exc:
+        raise Unreadable(_reason(exc)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+            raise Unreadable(f"{kind}, not a regular file")
+        if st.st_size > cap:
+            raise Unreadable(f"{st.st_size} bytes, more than the {size_text(cap)} allowed")
+        chunks, size = [], 0
+        while size <= cap:
+            chunk = os.read(fd, cap + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > cap:  # grew while we read
+            raise Unreadable(f"more than the {size_text(cap)} allowed")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise Unreadable(_reason(exc)) from None
+    finally:
+        os.close(fd)
+
+
+def _reason(exc: OSError) -> str:
+    text = exc.strerror or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
+def size_text(n: int) -> str:
+    """1 MiB, 64 KiB, 100 bytes."""
+    return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n // 1024} KiB" if n % 1024 == 0 else f"{n} bytes"

@@ -1,0 +1,192 @@
+"""The schema of our `plugins.toml` component, as data.
+
+One table of fields drives validation of the document, the values and
+defaults of :class:`hermes_otel.config.Settings` (each field names the
+attribute it fills), `hermes-otel config keys` and the generated
+configuration reference (so neither the code nor the docs can drift).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+COMPONENT_KIND = "hermes_otel"
+
+# Component kinds NeMo Relay defines. We recognise them so that a document
+# written for Relay is not reported as "unknown", but we only honour our own
+# kind and `observability` (config/relay.py).
+RELAY_COMPONENT_KINDS = frozenset(
+    {"adaptive", "nemo_guardrails", "observability", "pii_redaction", "pricing", "resource_metrics"}
+)
+
+POLICY_VALUES = ("ignore", "warn", "error")
+CAPTURE_MODES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
+PROTOCOLS = ("http/protobuf", "grpc")
+COMPRESSIONS = ("none", "gzip")
+METRICS_EXPORTERS = ("otlp", "prometheus", "none")
+SAMPLERS = (
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+)
+
+# Upper bounds keep absurd values (10^13 ms, 10^20 items) from killing worker threads or the whole plugin.
+MAX_MILLIS = 86_400_000  # one day
+MAX_ITEMS = 1_000_000
+
+# Where to look keys up, in messages (pip users have no docs/ directory).
+KEYS_HINT = "see `hermes-otel config keys`"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a configuration table (dotted for sub-tables of `[components.config]`).
+
+    `type` is str, int, float, bool, dict (a table of strings) or list (an array of strings).
+    `attr` names the :class:`Settings` attribute the value fills, converted by `convert`.
+    """
+
+    key: str
+    type: type
+    default: Any
+    doc: str
+    env: str | None = None
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    secret: bool = False
+    attr: str | None = None
+    convert: Callable[[Any], Any] | None = None
+
+    def setting(self, value: Any) -> Any:
+        """The Settings attribute value for a (validated) raw value."""
+        return self.convert(value) if self.convert else value
+
+
+def _millis_to_s(value: int) -> float:
+    return value / 1000.0
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("service_name", str, "hermes-agent", "`service.name` of the resource.", env="OTEL_SERVICE_NAME",
+          attr="service_name"),
+    Field("resource_attributes", dict, {}, "Extra resource attributes (string values).",
+          env="OTEL_RESOURCE_ATTRIBUTES", attr="resource_attributes", convert=dict),
+    Field("capture_content", str, "NO_CONTENT",
+          "Message/tool content capture mode. Credentials are redacted in every mode.",
+          env="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", choices=CAPTURE_MODES, attr="capture_content"),
+    Field("console", bool, False, "Also print spans to stderr (debugging only).", attr="console"),
+    Field(
+        "relay_handoff",
+        bool,
+        False,
+        "When the `nemo-relay` package is installed, activate NeMo Relay's runtime with the document's "
+        "`observability` component and replay our spans into it, so Relay's own ATOF, ATIF and OTLP exporters "
+        "run; our ATOF sinks and Relay endpoints then stand down (Relay owns that component).",
+        attr="relay_handoff",
+    ),
+    Field(
+        "observer_exclude_hooks",
+        list,
+        ["pre_api_request"],
+        "Observer hooks NOT to subscribe to (their log records are then missing). By default "
+        "`pre_api_request`: subscribing to it makes Hermes 0.19.0 copy and sanitise the whole request for "
+        "observers on every provider call, a cost that grows with the conversation (measured: ~0.4 ms per "
+        "call at 10 history messages, ~3 ms at 1000). The `chat` span carries the same ids and request "
+        "parameters; set `[]` to log every hook.",
+        attr="observer_exclude_hooks",
+        convert=frozenset,
+    ),
+    Field(
+        "middleware_log_dedupe",
+        bool,
+        True,
+        "Apply the seed's rule to Hermes's middleware-failure warnings: first occurrence at WARNING "
+        "naming the fields middleware passes, identical repeats at DEBUG, reset on plugin reload.",
+        attr="middleware_log_dedupe",
+    ),
+    Field(
+        "background_build",
+        bool,
+        True,
+        "Build spans, log records and metric points on a background thread from values captured on the "
+        "agent's thread (same ids, timestamps and attributes), so an agent call pays microseconds. "
+        "`false` builds them inline through the SDK.",
+        attr="background_build",
+    ),
+    Field(
+        "flush_timeout_millis",
+        int,
+        1500,
+        "Upper bound for the flush at session finalize and at process exit (with interpreter teardown, exit "
+        "stays within 2 s even when a collector hangs).",
+        minimum=0,
+        maximum=MAX_MILLIS,
+        attr="flush_timeout_s",
+        convert=_millis_to_s,
+    ),
+    Field(
+        "otlp.endpoint",
+        str,
+        "",
+        "OTLP base endpoint (e.g. `http://127.0.0.1:4318`); empty means the embedded file default.",
+        env="OTEL_EXPORTER_OTLP_ENDPOINT",
+    ),
+    Field("otlp.protocol", str, "http/protobuf", "OTLP transport.", env="OTEL_EXPORTER_OTLP_PROTOCOL",
+          choices=PROTOCOLS),
+    Field("otlp.headers", dict, {}, "Headers sent with every export.", env="OTEL_EXPORTER_OTLP_HEADERS",
+          secret=True),
+    Field("otlp.timeout_millis", int, 10000, "Per-export timeout.", env="OTEL_EXPORTER_OTLP_TIMEOUT", minimum=1,
+          maximum=MAX_MILLIS),
+    Field("otlp.compression", str, "none", "Payload compression.", env="OTEL_EXPORTER_OTLP_COMPRESSION",
+          choices=COMPRESSIONS),
+    Field("file.enabled", bool, None,
+          "Write OTLP-JSON-lines files; default: on exactly when no OTLP endpoint is configured."),
+    Field("file.directory", str, "",
+          "Directory of the files; default `$HERMES_HOME/otel`. It must be ours: one owned by another user, or a "
+          "symbolic link, is refused (no files are written, and that is said once)."),
+    Field("file.max_bytes", int, 20 * 1024 * 1024, "Size at which a file is rotated.", minimum=1024,
+          maximum=2**40, attr="file_max_bytes"),
+    Field("file.backups", int, 3, "Rotated files kept per signal.", minimum=0, maximum=1000, attr="file_backups"),
+    Field("batch.max_queue_size", int, 2048, "Span queue bound.", env="OTEL_BSP_MAX_QUEUE_SIZE", minimum=1,
+          maximum=MAX_ITEMS, attr="bsp_max_queue_size"),
+    Field("batch.max_export_batch_size", int, 512, "Spans per export (never more than the queue bound).",
+          env="OTEL_BSP_MAX_EXPORT_BATCH_SIZE", minimum=1, maximum=MAX_ITEMS, attr="bsp_max_export_batch_size"),
+    Field("batch.scheduled_delay_millis", int, 1000, "Delay between exports.", env="OTEL_BSP_SCHEDULE_DELAY",
+          minimum=1, maximum=MAX_MILLIS, attr="bsp_schedule_delay_ms"),
+    Field("batch.export_timeout_millis", int, 10000, "Timeout of one batch export.", env="OTEL_BSP_EXPORT_TIMEOUT",
+          minimum=1, maximum=MAX_MILLIS, attr="bsp_export_timeout_ms"),
+    Field("sampler.name", str, "parentbased_always_on", "Trace sampler.", env="OTEL_TRACES_SAMPLER",
+          choices=SAMPLERS, attr="sampler_name"),
+    Field("sampler.arg", float, 1.0, "Sampler ratio for `*traceidratio`.", env="OTEL_TRACES_SAMPLER_ARG",
+          minimum=0, maximum=1, attr="sampler_arg", convert=float),
+    Field("metrics.export_interval_millis", int, 60000, "Metric export interval.", env="OTEL_METRIC_EXPORT_INTERVAL",
+          minimum=100, maximum=MAX_MILLIS, attr="metric_export_interval_ms"),
+    Field(
+        "metrics.exporter",
+        str,
+        "otlp",
+        "How metrics leave the process: `otlp` pushes them (OTLP, or the embedded file default); `prometheus` "
+        "serves them for a Prometheus to scrape at `http://{prometheus.host}:{prometheus.port}/metrics` (needs "
+        "the `prometheus` extra: `pip install 'hermes-otel[prometheus]'`; without it, reported once and `otlp` "
+        "is used); `none` turns metrics off.",
+        env="OTEL_METRICS_EXPORTER",
+        choices=METRICS_EXPORTERS,
+        attr="metrics_exporter",
+    ),
+    Field("prometheus.host", str, "localhost",
+          "Address the Prometheus pull endpoint listens on (`metrics.exporter = \"prometheus\"`).",
+          env="OTEL_EXPORTER_PROMETHEUS_HOST", attr="prometheus_host"),
+    Field("prometheus.port", int, 9464, "Port of the Prometheus pull endpoint.", env="OTEL_EXPORTER_PROMETHEUS_PORT",
+          minimum=1, maximum=65535, attr="prometheus_port"),
+    Field("logs.enabled", bool, True, "Export the observer log stream.", attr="logs_enabled"),
+    Field("metrics.enabled", bool, True, "Export metrics.", attr="metrics_enabled"),
+)
+
+FIELDS_BY_KEY = {f.key: f for f in FIELDS}
+SECTIONS = frozenset(k.split(".", 1)[0] for k in FIELDS_BY_KEY if "." in k)

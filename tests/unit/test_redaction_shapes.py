@@ -1,0 +1,91 @@
+"""Issue 17, item 2: the common credential shapes are redacted wherever text is exported (captured content, error
+text, log bodies) and masked in `doctor` and logs; ordinary text that merely looks close is left alone.
+The same shapes go through a real Hermes run in every capture mode: tests/integration/test_redaction_modes.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_otel.content import redact_text, sanitize
+
+# shape -> (text as it appears, the part that must never be exported)
+SHAPES = {
+    "openai key": ("sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX0123", "ABCDEFGHIJKLMNOPQRSTUVWX0123"),
+    "aws access key id": ("AKIAIOSFODNN7EXAMPLE", "IOSFODNN7EXAMPLE"),
+    "aws secret key": ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "K7MDENG/bPxRfiCY"),
+    "aws secret key, named": ("aws_secret_access_key = Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4cXV1eHE", "Zm9vYmFyYmF6"),
+    "pem private key": ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAzSECRETPEMBODY\n-----END RSA PRIVATE KEY-----",
+                        "SECRETPEMBODY"),
+    "pem, no end line": ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIOSECRETCUTOFF", "SECRETCUTOFF"),
+    "pgp private key": ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBFSECRETPGPBODY\n=abcd\n"
+                        "-----END PGP PRIVATE KEY BLOCK-----", "SECRETPGPBODY"),
+    "gitlab token": ("glpat-AbCdEfGhIjKlMnOpQrSt", "AbCdEfGhIjKlMnOpQrSt"),
+    "hugging face token": ("hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "AbCdEfGhIjKlMnOpQrStUvWxYz"),
+    "github classic token": ("ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"),
+    "github fine-grained token": ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuv", "11ABCDEFG0123456789"),
+    "slack bot token": ("xoxb-1234567890-0987654321-AbCdEfGhIjKl", "0987654321-AbCdEfGhIjKl"),
+    "slack user token": ("xoxp-1234567890-0987654321-ZyXwVuTsRqPo", "0987654321-ZyXwVuTsRqPo"),
+    "jwt": ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "eyJzdWIiOiIxMjM0NTY3ODkwIn0"),
+    "access_token=": ("https://api.example/cb?access_token=ya29.SECRETACCESS&state=1", "SECRETACCESS"),
+    "refresh_token=": ("refresh_token=1//0gSECRETREFRESH", "SECRETREFRESH"),
+    "id_token=": ("id_token=idtok.SECRETIDTOKEN", "SECRETIDTOKEN"),
+    "client_secret=": ("client_secret=GOCSPX-SECRETCLIENT", "SECRETCLIENT"),
+    "password in free text": ("the admin password: hunter2SECRET, do not share", "hunter2SECRET"),
+    "json token field": ('{"token": "tok-SECRETJSON"}', "SECRETJSON"),
+    "bearer header": ("Authorization: Bearer abcdefSECRETBEARER", "SECRETBEARER"),
+    "url user:password": ("https://bob:pa55SECRETword@example.invalid/x", "pa55SECRETword"),
+    "url token as user": ("https://x0Y1z2SECRETUSERTOKEN@git.example/repo.git", "SECRETUSERTOKEN"),
+}
+NOT_SECRETS = [
+    "max_tokens=100 completion_tokens: 5 token_type=bearer",
+    "git 3f786850e387550fdab836ed7e6dc881de23001b",
+    "https://bob@example.invalid/x",
+    "the key: value, a primary_key=5",
+    "ssh://git@github.com/org/repo.git",
+]
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_each_credential_shape_is_redacted_in_text(shape):
+    text, secret = SHAPES[shape]
+    shown = redact_text(f"before {text} after")
+    assert secret not in shown, shown
+    assert shown.startswith("before ") and "<redacted>" in shown
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_each_credential_shape_is_redacted_in_json_text(shape):
+    """Tool results are often JSON text, newlines and quotes escaped: `\\nghp_...` still starts a token."""
+    import json
+
+    text, secret = SHAPES[shape]
+    once = json.dumps({"output": f"line\n{text}\nnext", "exit_code": 0})
+    assert secret not in redact_text(once)
+    assert secret not in redact_text(repr({"arguments": once}))  # escaped twice: the repr of an object holding JSON
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_each_credential_shape_is_redacted_in_nested_content(shape):
+    text, secret = SHAPES[shape]
+    assert secret not in repr(sanitize({"messages": [{"role": "user", "content": f"x {text} y"}], "n": [text]}))
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS)
+def test_ordinary_text_is_left_alone(text):
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [("http://ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789@collector:4318", "AbCdEfGh"),
+     ("http://x0Y1z2SECRETUSERTOKEN@collector:4318", "SECRETUSERTOKEN"),
+     ("https://collector:4318/v1/traces?access_token=SECRETQUERY&tenant=a", "SECRETQUERY"),
+     ("https://collector:4318/v1/traces?client_secret=SECRETCLIENT", "SECRETCLIENT"),
+     ("http://u:pw-9999@h:1/v1/traces?api_key=abc123", "pw-9999")],
+)
+def test_doctor_masks_tokens_anywhere_in_a_url(url, secret):
+    from hermes_otel import cli
+
+    shown = cli.masking.mask_url(url) if hasattr(cli, "masking") else cli.config._mask_url(url)
+    assert secret not in shown and "****" in shown

@@ -1,0 +1,192 @@
+"""Issue 17, item 1: no credential in any log line, in `doctor` or in `config validate`, whatever shape the
+configuration gives it. Real exporters, a real loopback receiver, the real logging path (caplog at the root)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from hermes_otel import cli, config, telemetry
+from tests.harness.otlp_receiver import OTLPReceiver
+from tests.harness.threads import threads_finish
+
+TOKEN = "Bearer K8S-SECRET-0123456789"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _export_once(settings: config.Settings) -> None:
+    """One span through the real pipeline; flushed and shut down, and its exporter threads done."""
+    with threads_finish():
+        live = telemetry.build(settings)
+        with live.tracer_provider.get_tracer("t").start_as_current_span("s"):
+            pass
+        live.force_flush(3)
+        live.shutdown(3)
+
+
+def _relay_toml(tmp_path: Path, endpoint: str, headers: str) -> Path:
+    toml = tmp_path / "plugins.toml"
+    toml.write_text(f'version = 1\n[[components]]\nkind = "observability"\n[components.config]\nversion = 4\n'
+                    f'[[components.config.opentelemetry.endpoints]]\nendpoint = "{endpoint}"\ntimeout_millis = 500\n'
+                    f'{headers}\n')
+    toml.chmod(0o600)
+    return toml
+
+
+def _everything_shown(caplog, capsys) -> str:
+    out = capsys.readouterr()
+    return caplog.text + out.out + out.err
+
+
+def test_a_mounted_secret_with_a_trailing_newline_is_sent_clean_and_never_logged(tmp_path, caplog, capsys):
+    caplog.set_level(logging.DEBUG)
+    env = {"HERMES_HOME": str(tmp_path), "RELAY_TOKEN": TOKEN + "\n"}
+    with OTLPReceiver() as receiver:
+        toml = _relay_toml(tmp_path, receiver.endpoint, 'header_env = { authorization = "RELAY_TOKEN" }')
+        result = config.load_settings(env, toml)
+        assert result.problems == ()
+        _export_once(result.settings)
+        receiver.wait_for_spans(lambda s: len(s) == 1, timeout=5)
+        # One trailing newline dropped, as most clients do: the collector gets the token it expects.
+        assert {h.get("authorization") for h in receiver.headers} == {TOKEN}
+    assert "K8S-SECRET" not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_header_value_with_control_characters_is_refused_by_its_key_never_shown(tmp_path, caplog, capsys):
+    caplog.set_level(logging.DEBUG)
+    port = _closed_port()
+    env = {"HERMES_HOME": str(tmp_path), "RELAY_TOKEN": "Bearer K8S-SECRET-0123456789\ninjected: yes"}
+    toml = _relay_toml(tmp_path, f"http://127.0.0.1:{port}", 'header_env = { authorization = "RELAY_TOKEN" }')
+    result = config.load_settings(env, toml)
+    assert [str(p) for p in result.problems] == [
+        f"{toml}: components[0].config.opentelemetry.endpoints[0].header_env.authorization: expected a header value "
+        "without control characters, found RELAY_TOKEN holding a value with control characters (value not shown)"
+    ]
+    assert result.settings.relay_span_endpoints[0].target.headers == {}  # refused, never sent
+    _export_once(result.settings)
+    assert cli.main(["config", "validate", str(toml)]) == 0  # a warning: the rest of the file applies
+    assert "K8S-SECRET" not in _everything_shown(caplog, capsys)
+
+
+def test_otel_exporter_otlp_headers_with_an_encoded_leading_space_never_reach_a_log(tmp_path, caplog, capsys):
+    caplog.set_level(logging.DEBUG)
+    with OTLPReceiver() as receiver:
+        env = {"HERMES_HOME": str(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+               "OTEL_EXPORTER_OTLP_HEADERS": "authorization=%20Bearer%20LEAKME-0123456789"}
+        result = config.load_settings(env, Path(os.devnull))
+        assert result.settings.otlp["traces"].headers == {"authorization": "Bearer LEAKME-0123456789"}
+        _export_once(result.settings)
+        receiver.wait_for_spans(lambda s: len(s) == 1, timeout=5)
+        assert receiver.headers[0]["authorization"] == "Bearer LEAKME-0123456789"
+    assert "LEAKME" not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name != "hermes_otel"]
+
+
+def test_a_header_file_that_is_a_whole_system_file_never_reaches_a_log_or_doctor(tmp_path, monkeypatch, caplog, capsys):
+    caplog.set_level(logging.DEBUG)
+    shadow = tmp_path / "shadow"
+    lines = ["root:$6$Zq1wEr9T$hashhashhashSECRETROOT:19000:0:99999:7:::", "daemon:*:19000:0:99999:7:::",
+             "alice:$6$Pq2wEr0T$hashhashhashSECRETALICE:19000:0:99999:7:::"]
+    shadow.write_text("\n".join(lines) + "\n")
+    shadow.chmod(0o600)
+    port = _closed_port()
+    toml = _relay_toml(tmp_path, f"http://127.0.0.1:{port}", f'header_file = {{ authorization = "{shadow}" }}')
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
+    result = config.load_settings()
+    assert [str(p) for p in result.problems] == [
+        f"{toml}: components[0].config.opentelemetry.endpoints[0].header_file.authorization: expected a header value "
+        f"without control characters, found {shadow} holding a value with control characters (value not shown)"
+    ]
+    _export_once(result.settings)
+    cli.main(["doctor"])
+    cli.main(["config", "validate", str(toml)])
+    shown = _everything_shown(caplog, capsys)
+    assert "SECRET" not in shown and "hashhash" not in shown and "daemon:" not in shown
+
+
+def test_a_password_in_a_grpc_endpoint_never_reaches_a_log(tmp_path, caplog, capsys, monkeypatch):
+    caplog.set_level(logging.DEBUG)
+    port = _closed_port()
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://collector:S3cr3tPW@127.0.0.1:{port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
+    monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", os.devnull)
+    result = config.load_settings()
+    _export_once(result.settings)
+    cli.main(["doctor"])
+    shown = _everything_shown(caplog, capsys)
+    assert "S3cr3tPW" not in shown
+    assert f"collector:****@127.0.0.1:{port}" in shown  # doctor says which endpoint, with the password masked
+
+
+def test_a_header_table_written_as_an_env_string_is_never_shown(tmp_path, monkeypatch, caplog, capsys):
+    caplog.set_level(logging.DEBUG)
+    toml = tmp_path / "plugins.toml"
+    toml.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\n'
+                    'otlp = { headers = "x-honeycomb-team=hcaik_01SECRETVALUE" }\n')
+    toml.chmod(0o600)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
+    message = config.load_settings().message()
+    assert message.startswith(f"hermes-otel configuration: {toml}: components[0].config.otlp.headers: expected a table "
+                              "of strings, found string (value not shown: this key holds credentials)")
+    logging.getLogger("hermes_otel").error(message)
+    assert cli.main(["config", "validate", str(toml)]) == 1
+    assert cli.main(["doctor"]) == 1
+    assert "hcaik_01SECRETVALUE" not in _everything_shown(caplog, capsys)
+
+
+def test_whatever_a_library_logs_on_our_behalf_is_masked(caplog):
+    """Defence in depth: a remembered secret, a credential pattern or a user:password@ in any message of the
+    exporter and SDK loggers is masked, traceback included; control characters are shown escaped."""
+    from hermes_otel.masking import mask_text, remember
+
+    caplog.set_level(logging.DEBUG)
+    remember("hcaik_01OTHERSECRET")
+    sdk = logging.getLogger("opentelemetry.sdk._shared_internal")
+    try:
+        raise ValueError("Invalid header value b'hcaik_01OTHERSECRET'")
+    except ValueError:
+        sdk.exception("Exception while exporting Span to %s", "http://bob:pa55word@collector:4318/v1/traces\x1b[2J")
+    logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter").error("token=abc123def456 refused")
+    text = caplog.text
+    assert "hcaik_01OTHERSECRET" not in text and "pa55word" not in text and "abc123def456" not in text
+    assert "\x1b" not in text and "\\x1b[2J" in text
+    assert "Traceback (most recent call last)" in text and "ValueError: Invalid header value b'****'" in text
+    assert mask_text("x http://bob:pa55word@h/ y") == "x http://bob:<redacted>@h/ y"
+
+
+@pytest.mark.parametrize("value", ["Bearer abc\r\nX-Injected: 1", "tab\tok-but-\x7f", "\x00"])
+def test_otel_headers_with_control_characters_are_refused_by_key(value):
+    import urllib.parse
+
+    result = config.load_settings({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+                                   "OTEL_EXPORTER_OTLP_HEADERS": "authorization=" + urllib.parse.quote(value)},
+                                  Path(os.devnull))
+    assert result.settings.otlp["traces"].headers == {}
+    assert [str(p) for p in result.problems] == [
+        "OTEL_EXPORTER_OTLP_HEADERS: authorization: expected a header value without control characters, found a value "
+        "with control characters (value not shown)"
+    ]
+
+
+def test_the_remembered_secrets_are_bounded_and_the_newest_always_kept():
+    from hermes_otel import masking
+
+    for n in range(2000):
+        masking.remember(f"filler-secret-{n:05d}")
+    masking.remember("the-newest-secret-value")
+    assert len(masking._secrets) <= masking._MAX_SECRETS
+    assert masking.mask_text("x the-newest-secret-value y filler-secret-01999") == "x **** y ****"
