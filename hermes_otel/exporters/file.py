@@ -1,7 +1,7 @@
 """Span, log and metric exporters that append OTLP/JSON lines to rotating files.
 
 Each line is an ``Export*ServiceRequest`` in the OTLP/JSON mapping, the
-format the Collector's ``otlpjsonfile`` receiver reads: a metrics collection
+format the Collector's ``otlp_json_file`` receiver reads: a metrics collection
 per line, and span and log batches in slices of a few items per line, so
 that encoding never holds the GIL for long (see :mod:`.slices`).
 The exporters run on the SDK's worker threads, so encoding and I/O stay off
