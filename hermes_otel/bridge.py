@@ -21,10 +21,10 @@ from opentelemetry.trace import Span
 
 from . import _log, content
 from . import semconv as sc
-from .deferred import Backlog, Inline, immediate
+from .emitter import Emitter, Inline
 from .middleware.contract import OBSERVER_SCHEMA_VERSION
 from .safety import report, safely
-from .tracker import Tracker
+from .tracking import Tracker
 
 SCHEMA_ATTR = "hermes.telemetry_schema_version"
 HOOK_ATTR = "hermes.observer.hook"
@@ -78,13 +78,13 @@ def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
 
 class ObserverBridge:
     def __init__(
-        self, tracker: Tracker, logger, meter=None, capture: str = "NO_CONTENT", backlog: Backlog | Inline | None = None
+        self, tracker: Tracker, logger, meter=None, capture: str = "NO_CONTENT", emitter: Emitter | Inline | None = None
     ) -> None:
         self._tracker = tracker
         self._logger = logger
         self._capture = capture
         self._metrics = _Instruments(meter) if meter is not None else None
-        self._backlog = backlog if backlog is not None else Inline()
+        self._emitter = emitter if emitter is not None else Inline()
         self._content_in_events = content.in_events(capture)
 
     def on_hook(self, hook: str, payload: Mapping[str, Any]) -> None:
@@ -108,12 +108,15 @@ class ObserverBridge:
         if self._content_in_events:
             # Content is read now: the objects behind it may change once the hook returns.
             body = {k: content.sanitize(payload[k]) for k in CONTENT_KEYS if k in payload}
+        context = trace.set_span_in_context(span) if span is not None else None
+        count = _COUNTERS.get(hook)
+        if count is not None and self._metrics is not None:
+            count(self._metrics, payload, context)  # exemplars point at the record's span
         # `payload` is this call's own kwargs dict and attributes read only its immutable
         # scalars, so the record can be built later, off the agent's thread.
-        self._backlog.defer(self._emit_record, hook, payload, span, time.time_ns(), body)
+        self._emitter.submit(self._emit_record, hook, payload, context, time.time_ns(), body)
 
-    def _emit_record(self, hook: str, payload: Mapping[str, Any], span, timestamp: int, body) -> None:
-        context = trace.set_span_in_context(span) if span is not None else None
+    def _emit_record(self, hook: str, payload: Mapping[str, Any], context, timestamp: int, body) -> None:
         self._logger.emit(
             timestamp=timestamp,
             observed_timestamp=timestamp,
@@ -124,9 +127,6 @@ class ObserverBridge:
             attributes=_attributes(hook, payload),
             event_name=EVENT_PREFIX + hook,
         )
-        count = _COUNTERS.get(hook)
-        if count is not None and self._metrics is not None:
-            count(self._metrics, payload, context)  # exemplars point at the record's span
 
     # -- span-side handlers: each returns the span the hook's record belongs to --------
 
@@ -213,7 +213,7 @@ _SPAN_HANDLERS: dict[str, Handler] = {
 }
 
 
-# -- counters, counted on the builder with the hook's record ------------------------------
+# -- counters, counted with the hook's record ---------------------------------------------
 
 
 def _count_tool_call(metrics: "_Instruments", payload: Mapping[str, Any], context) -> None:
@@ -253,15 +253,15 @@ def _messages(role: str, text: Any) -> str:
 
 
 class _Instruments:
-    """The bridge's counters, as recorders that run at once (they are called on the builder)."""
+    """The bridge's counters (their `add`)."""
 
     def __init__(self, meter) -> None:
-        self.tool_calls = immediate(meter.create_counter(
+        self.tool_calls = meter.create_counter(
             "hermes.tool.calls", unit="{call}", description="Tool calls by tool and Hermes's status"
-        ))
-        self.api_errors = immediate(meter.create_counter(
+        ).add
+        self.api_errors = meter.create_counter(
             "hermes.api.errors", unit="{error}", description="Failed provider attempts by reason and status code"
-        ))
-        self.approvals = immediate(meter.create_counter(
+        ).add
+        self.approvals = meter.create_counter(
             "hermes.approvals", unit="{decision}", description="Approval decisions by choice and surface"
-        ))
+        ).add

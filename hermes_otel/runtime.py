@@ -24,7 +24,7 @@ from .bridge import ObserverBridge
 from .config import Settings
 from .exporters.health import health
 from .safety import safely
-from .tracker import Tracker
+from .tracking import Tracker
 
 _MAX_RETIRED = 2
 
@@ -85,14 +85,15 @@ def configure(settings: Settings) -> Tracker | None:
             return _state.tracker
         if _state.shared is not None:
             tp, mp, lp = _state.shared
-            new = telemetry.Telemetry(settings, tp, mp, lp, owned=False, backlog=telemetry.new_backlog(settings))
+            # The host's pipeline: everything inline (its processors see what an inline SDK call shows them).
+            new = telemetry.Telemetry(settings, tp, mp, lp, owned=False)
             safely(telemetry.observe_drops, mp)
         else:
             new = telemetry.build(settings)
         _retire(live)
         _state.telemetry = new
         _state.tracker = _replace_tracker(_state.tracker, new)
-        _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content, new.backlog)
+        _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content, new.emitter)
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True

@@ -110,12 +110,46 @@ class _SuppressOurRetries(logging.Filter):
 _filter = _SuppressOurRetries()
 
 
+class _CountQueueFull(logging.Filter):
+    """The SDK's batch processors warn once per item they drop at a full queue ("Queue full, dropping Span.");
+    we count each drop by signal and say it once."""
+
+    SIGNALS = {"Span": "traces", "Log": "logs"}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - not ours to judge
+            return True
+        if not (message.startswith(QUEUE_FULL) and message.endswith(".")):
+            return True
+        try:
+            item = message[len(QUEUE_FULL):-1]
+            signal = self.SIGNALS.get(item, item)
+            health.dropped[signal] += 1
+            _log.once(f"queue-full:{signal}", "hermes-otel: the %s export queue is full (the exporter cannot keep up); "
+                      "new items are dropped and counted in hermes.otel.exporter.dropped", signal)
+        except Exception:  # noqa: BLE001 - a logging filter must not raise into the SDK
+            pass
+        return False
+
+
+# The SDK's message and logger for a drop at a full batch queue (a contract test holds us to them).
+QUEUE_FULL = "Queue full, dropping "
+QUEUE_LOGGER = "opentelemetry.sdk._shared_internal"
+_queue_filter = _CountQueueFull()
+
+
 def install_log_filter() -> None:
     """Idempotent: logging keeps one instance of a filter per logger."""
     for name in EXPORTER_LOGGERS:
         logger = logging.getLogger(name)
         if _filter not in logger.filters:
             logger.addFilter(_filter)
+    queue_logger = logging.getLogger(QUEUE_LOGGER)
+    if _queue_filter not in queue_logger.filters:
+        # First: every drop is counted before the SDK's own duplicate filter can swallow the record.
+        queue_logger.filters.insert(0, _queue_filter)
 
 
 install_log_filter()  # at import: every pipeline of ours (Relay endpoints too) reports the same way

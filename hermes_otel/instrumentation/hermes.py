@@ -34,7 +34,7 @@ from opentelemetry import trace
 from ..middleware import contract
 from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy
 from ..safety import report, safely
-from ..tracker import Tracker
+from ..tracking import Tracker
 
 MODULE = "hermes_cli.middleware"
 PLUGINS = "hermes_cli.plugins"
