@@ -49,7 +49,11 @@ ATTRIBUTES: dict[str, str] = {
     sc.REQUEST_CHOICE_COUNT: "`n`, when set.",
     sc.REQUEST_STREAM: "Whether the response was streamed (from the request, or Hermes's streamed response object).",
     sc.RESPONSE_MODEL: "Model named in the provider's response.",
-    sc.RESPONSE_ID: "Response id.",
+    sc.RESPONSE_ID: "The provider's response id (non-streamed responses; Hermes's streamed responses carry an id of "
+                    "its own, exported as `hermes.response.id`).",
+    sc.HERMES_RESPONSE_ID: "The id Hermes gave a streamed response (`stream-<uuid>`); not the provider's.",
+    sc.RESPONSE_STUB: "`partial_stream` when the stream broke off and Hermes stood in a stub response (its finish "
+                      "reason is Hermes's, so `gen_ai.response.finish_reasons` is left out).",
     sc.RESPONSE_FINISH_REASONS: "Finish reason of each choice (or stop reason / status for other APIs).",
     sc.USAGE_INPUT: "Input (prompt) tokens.",
     sc.USAGE_OUTPUT: "Output (completion) tokens.",
@@ -73,7 +77,10 @@ ATTRIBUTES: dict[str, str] = {
     sc.TOOL_STATUS: "Hermes's verdict from `post_tool_call`: `ok`, `error`, `blocked` or `cancelled`.",
     sc.TURN_COMPLETED: "Whether the turn completed (`on_session_end`).",
     sc.TURN_INTERRUPTED: "Whether the turn was interrupted (`on_session_end`).",
-    sc.TURN_END_REASON: "Why a turn span was ended by us rather than by `on_session_end`: `evicted`, `shutdown`.",
+    sc.TURN_END_REASON: "Why a turn span was ended by us rather than by Hermes's `on_session_end`: `session_closed` "
+                        "(the session ended first: `on_session_finalize` / `on_session_reset`, or Hermes gave up after "
+                        "its retries, which fires no `on_session_end`), `shutdown` (process exit), `plugin_unloaded`, "
+                        "`ttl` (open longer than the turn TTL), `evicted` (more open turns than the cap).",
     "gen_ai.token.type": "`input` or `output` (metric attribute).",
     sc.API_RETRY_COUNT: "From `api_request_error`: retries so far.",
     sc.API_MAX_RETRIES: "From `api_request_error`: the retry budget.",
@@ -108,7 +115,7 @@ ATTRIBUTES: dict[str, str] = {
     mw.NAME: "A rewrite's `name`, when given.",
     mw.TERMINAL: "On the innermost span of a chain: the real provider or tool call.",
     "hermes.link.type": "On a turn's span link: `previous_turn`.",
-    "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof`, `relay` or `builder` (metric attribute).",
+    "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof` or `relay` (metric attribute).",
 }
 
 SPANS: tuple[SpanDoc, ...] = (
@@ -116,9 +123,12 @@ SPANS: tuple[SpanDoc, ...] = (
         "invoke_agent hermes",
         "INTERNAL",
         "One per user turn, the root of its trace: from the turn's first hook or middleware call to `on_session_end`. "
-        "Links to the previous turn's root of the same session. Status ERROR when interrupted or incomplete.",
+        "Links to the previous turn's root of the same session. Only a turn Hermes reports completed is not an error: "
+        "interrupted, incomplete, given up after failed provider attempts, or ended by us (`hermes.turn.end_reason`) "
+        "is status ERROR with `error.type` (`interrupted`, the failed attempt's error type, `incomplete`, or the end "
+        "reason).",
         (sc.OPERATION, sc.AGENT_NAME, sc.CONVERSATION_ID, sc.TURN_ID, sc.TASK_ID, sc.PLATFORM, sc.REQUEST_MODEL,
-         sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, "gen_ai.input.messages",
+         sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, sc.ERROR_TYPE, "gen_ai.input.messages",
          "gen_ai.output.messages"),
     ),
     SpanDoc(
@@ -129,7 +139,7 @@ SPANS: tuple[SpanDoc, ...] = (
         (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.REQUEST_TEMPERATURE, sc.REQUEST_TOP_P, sc.REQUEST_TOP_K,
          sc.REQUEST_MAX_TOKENS, sc.REQUEST_SEED, sc.REQUEST_STOP, sc.REQUEST_FREQUENCY_PENALTY,
          sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_CHOICE_COUNT, sc.REQUEST_STREAM, sc.RESPONSE_MODEL, sc.RESPONSE_ID,
-         sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT, sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
+         sc.HERMES_RESPONSE_ID, sc.RESPONSE_STUB, sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT, sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
          sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
          sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
          sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON),
@@ -239,9 +249,9 @@ METRICS: tuple[MetricDoc, ...] = (
     ),
     MetricDoc(
         "hermes.otel.exporter.dropped", "counter", "{item}",
-        "Telemetry items hermes-otel could not deliver (failed exports after retries, full queues), by signal "
-        "(`traces`, `logs`, `metrics` always, 0 when healthy; `atof`, `relay`, and `builder` for work the "
-        "background builder's full queue refused, once they drop).",
+        "Telemetry items hermes-otel could not deliver (failed exports after retries, full export queues, observer "
+        "records the full records queue refused), by signal (`traces`, `logs`, `metrics` always, 0 when healthy; "
+        "`atof` and `relay` once they drop).",
         ("hermes.otel.signal",),
     ),
 )

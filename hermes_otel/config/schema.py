@@ -114,9 +114,9 @@ FIELDS: tuple[Field, ...] = (
         "background_build",
         bool,
         True,
-        "Build spans, log records and metric points on a background thread from values captured on the "
-        "agent's thread (same ids, timestamps and attributes), so an agent call pays microseconds. "
-        "`false` builds them inline through the SDK.",
+        "Emit observer log records on a background thread of ours (each record complete when its hook fires: "
+        "same timestamps, attributes and span). Spans and metric points are always made inline by the SDK. "
+        "`false` emits the records inline too.",
         attr="background_build",
     ),
     Field(

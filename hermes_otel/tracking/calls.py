@@ -136,6 +136,8 @@ class Tools:
         self.open: BoundedMap[str, Call] = BoundedMap(limit, on_evict=self._end)
         self._ending = threading.Lock()  # the chain's return and Hermes's verdict may race to end a call
         self.denied: BoundedMap[str, str] = BoundedMap(limit)  # tool key -> the approval choice that blocked it
+        # Recently ended calls: hooks Hermes fires after the verdict (transform_tool_result) still belong to them.
+        self.ended: BoundedMap[str, trace.SpanContext] = BoundedMap(limit)
 
     def start(self, tool_name: Any, context: Mapping[str, Any], args: Any = None) -> Call:
         turn = self._turns.ensure(context.get("turn_id"), context.get("session_id"), context)
@@ -236,9 +238,18 @@ class Tools:
         self._attach_events(span, "tool_request", tool_key(payload))
         return Call(span, {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs}, end_ns=now)
 
+    def span_of(self, payload: Mapping[str, Any]) -> Span | None:
+        """The span of a payload's tool call, open or recently ended."""
+        call = self.find(payload) if self.open else None
+        if call is not None:
+            return call.span
+        ended = self.ended.get(tool_key(payload)) if self.ended else None
+        return trace.NonRecordingSpan(ended) if ended is not None else None
+
     def _end(self, call: Call) -> None:
         if call.key:
             self.open.pop_if(call.key, call)
+            self.ended.put(call.key, call.span.get_span_context())
         with self._ending:
             if call.ended:
                 return

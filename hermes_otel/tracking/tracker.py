@@ -117,6 +117,7 @@ class Tracker:
         self.turns.adopt(other.turns)
         for mine, theirs in ((self._pending, other._pending), (self.chats.failed, other.chats.failed),
                              (self.tools.open, other.tools.open), (self.tools.denied, other.tools.denied),
+                             (self.tools.ended, other.tools.ended),
                              (self.approvals.open, other.approvals.open),
                              (self.subagents.open, other.subagents.open)):
             mine.adopt(theirs)
@@ -156,12 +157,12 @@ class Tracker:
     # -- correlation ----------------------------------------------------------------------------
 
     def span_for(self, payload: Mapping[str, Any]) -> Span | None:
-        """The span an observer record belongs to: its tool call, else its turn (by turn id, else the
-        session's open turn), else the innermost span open where the hook fires."""
-        if self.tools.open:
-            call = self.tools.find(payload)
-            if call is not None:
-                return call.span
+        """The span an observer record belongs to: its tool call (open, or just ended: Hermes fires
+        `transform_tool_result` after the verdict), else its turn (by turn id, else the session's open
+        turn), else the innermost span open where the hook fires."""
+        span = self.tools.span_of(payload)
+        if span is not None:
+            return span
         turn = self.turns.open.get(text(payload.get("turn_id"))) or self.turns.of_session(payload.get("session_id"))
         if turn is not None:
             return turn.span

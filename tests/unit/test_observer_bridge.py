@@ -75,7 +75,8 @@ def test_one_record_per_hook_correlated_to_its_span(env):
 
 def test_tool_hook_records_belong_to_the_span_open_when_the_hook_ran(env):
     """pre_tool_call runs before the call's span, post_tool_call ends it, transform_tool_result comes
-    after; a verdict for a call that never ran gets a span of its own, and its record the turn's."""
+    after (and still belongs to the call); a verdict for a call that never ran gets a span of its own,
+    and its record the turn's."""
     make, tracker, spans, logs = env
     bridge = make()
     ids = {"session_id": "s", "turn_id": "s:t:1", **V1}
@@ -94,7 +95,7 @@ def test_tool_hook_records_belong_to_the_span_open_when_the_hook_ran(env):
         ("pre_llm_call", root.context.span_id),
         ("pre_tool_call", root.context.span_id),
         ("post_tool_call", ran_span.context.span_id),
-        ("transform_tool_result", root.context.span_id),
+        ("transform_tool_result", ran_span.context.span_id),
         ("post_tool_call", root.context.span_id),
         ("on_session_end", root.context.span_id),
     ]
