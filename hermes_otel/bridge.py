@@ -88,6 +88,7 @@ class ObserverBridge:
         self._content_in_events = content.in_events(capture)
 
     def on_hook(self, hook: str, payload: Mapping[str, Any]) -> None:
+        timestamp = time.time_ns()  # when Hermes called the hook, before any work of ours
         schema = payload.get("telemetry_schema_version")
         if not (type(schema) is str and schema == OBSERVER_SCHEMA_VERSION):  # hostile objects may fail __eq__
             _log.once(
@@ -114,7 +115,7 @@ class ObserverBridge:
             count(self._metrics, payload, context)  # exemplars point at the record's span
         # `payload` is this call's own kwargs dict and attributes read only its immutable
         # scalars, so the record can be built later, off the agent's thread.
-        self._emitter.submit(self._emit_record, hook, payload, context, time.time_ns(), body)
+        self._emitter.submit(self._emit_record, hook, payload, context, timestamp, body)
 
     def _emit_record(self, hook: str, payload: Mapping[str, Any], context, timestamp: int, body) -> None:
         self._logger.emit(

@@ -58,8 +58,9 @@ class Turns:
         previous = self.previous.get(session) if session else None
         links = [Link(previous, {"hermes.link.type": "previous_turn"})] if previous else None
         subagent = self._parent_of(session) if session else None
-        # A subagent's turns nest under the parent's subagent span; any other turn starts a trace.
-        parent = trace.set_span_in_context(subagent) if subagent is not None else otel_context.Context()
+        # A subagent's turns nest under the parent's subagent span; any other turn starts a trace, in the
+        # caller's context otherwise (its baggage goes along, as with any span started inline there).
+        parent = trace.set_span_in_context(subagent if subagent is not None else trace.INVALID_SPAN)
         span = self._tracer.start_span(
             f"{sc.OP_AGENT} {sc.AGENT}", context=parent, kind=SpanKind.INTERNAL,
             attributes=sc.turn_attributes(session, turn_id, payload), links=links,
