@@ -109,15 +109,12 @@ class ObserverBridge:
         if self._content_in_events:
             # Content is read now: the objects behind it may change once the hook returns.
             body = {k: content.sanitize(payload[k]) for k in CONTENT_KEYS if k in payload}
-        context = trace.set_span_in_context(span) if span is not None else None
-        count = _COUNTERS.get(hook)
-        if count is not None and self._metrics is not None:
-            count(self._metrics, payload, context)  # exemplars point at the record's span
         # `payload` is this call's own kwargs dict and attributes read only its immutable
-        # scalars, so the record can be built later, off the agent's thread.
-        self._emitter.submit(self._emit_record, hook, payload, context, timestamp, body)
+        # scalars, so the record (and the counter it feeds) can be made later, off the agent's thread.
+        self._emitter.submit(self._emit_record, hook, payload, span, timestamp, body)
 
-    def _emit_record(self, hook: str, payload: Mapping[str, Any], context, timestamp: int, body) -> None:
+    def _emit_record(self, hook: str, payload: Mapping[str, Any], span, timestamp: int, body) -> None:
+        context = trace.set_span_in_context(span) if span is not None else None
         self._logger.emit(
             timestamp=timestamp,
             observed_timestamp=timestamp,
@@ -128,6 +125,9 @@ class ObserverBridge:
             attributes=_attributes(hook, payload),
             event_name=EVENT_PREFIX + hook,
         )
+        count = _COUNTERS.get(hook)
+        if count is not None and self._metrics is not None:
+            count(self._metrics, payload, context)  # exemplars point at the record's span
 
     # -- span-side handlers: each returns the span the hook's record belongs to --------
 
@@ -214,7 +214,7 @@ _SPAN_HANDLERS: dict[str, Handler] = {
 }
 
 
-# -- counters, counted with the hook's record ---------------------------------------------
+# -- counters, counted with the hook's record (one unit on the records thread) ---------------
 
 
 def _count_tool_call(metrics: "_Instruments", payload: Mapping[str, Any], context) -> None:

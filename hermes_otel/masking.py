@@ -146,6 +146,7 @@ LOGGERS = (
     "opentelemetry.sdk.metrics._internal.export",
     "opentelemetry.sdk.resources",
     "urllib3.connectionpool",
+    "urllib3.util.retry",  # the ATOF stream sink's retries log the URL
 )
 
 

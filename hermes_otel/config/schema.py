@@ -114,9 +114,9 @@ FIELDS: tuple[Field, ...] = (
         "background_build",
         bool,
         True,
-        "Emit observer log records on a background thread of ours (each record complete when its hook fires: "
-        "same timestamps, attributes and span). Spans and metric points are always made inline by the SDK. "
-        "`false` emits the records inline too.",
+        "Hand observer log records and metric measurements to a background thread of ours, which passes them to "
+        "the SDK unchanged (a record is complete when its hook fires). Spans are always made inline by the SDK. "
+        "`false` makes records and measurements inline too.",
         attr="background_build",
     ),
     Field(

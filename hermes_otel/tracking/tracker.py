@@ -9,7 +9,7 @@ bounded. Callers (the instrumentation's wrappers and the observer bridge) catch 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -37,9 +37,12 @@ class Tracker:
         turn_ttl_s: float = 6 * 3600.0,
         session_ttl_s: float = 24 * 3600.0,
         capture_on_spans: bool = False,
+        submit: Callable[..., None] | None = None,
     ) -> None:
+        """`submit(fn, *args)`, when given, takes metric measurements off the calling thread (the records
+        thread); spans are always the SDK's, made here."""
         self.capture_on_spans = capture_on_spans
-        metrics = Instruments(meter) if meter is not None else None
+        metrics = Instruments(meter, submit) if meter is not None else None
         self.layers = LayerTracer(tracer, meter)
         # Request-middleware effects waiting for the span of the call they affected:
         # ("llm_request", api_request_id) / ("tool_request", tool key).

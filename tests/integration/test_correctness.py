@@ -25,15 +25,14 @@ FIRED = (
 
 
 @pytest.fixture(scope="module")
-def session(request, llm):
+def session(llm, plugins_enabled, tmp_path_factory):
     """One scripted session firing every hook in FIRED: a retry, a terminal command, an approval, a subagent."""
     from hermes_cli.plugins import discover_plugins
     from tools.terminal_tool import set_approval_callback
 
     from hermes_otel import runtime
-    from tests.integration.conftest import _SESSION_HOME, enabled_plugins
 
-    toml = _SESSION_HOME / "every-hook.toml"
+    toml = tmp_path_factory.mktemp("every-hook") / "plugins.toml"
     toml.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\n'
                     'observer_exclude_hooks = []\n')
     with OTLPReceiver() as receiver, pytest.MonkeyPatch.context() as mp:
@@ -41,7 +40,7 @@ def session(request, llm):
         mp.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
         mp.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
         mp.setenv("HERMES_INTERACTIVE", "1")
-        with enabled_plugins(llm, "hook_tape") as (tape,):
+        with plugins_enabled("hook_tape") as (tape,):
             tape.TAPE.clear()
             set_approval_callback(lambda command, description, **kw: "once")
             try:

@@ -129,20 +129,19 @@ class Host:
 
 
 @pytest.fixture
-def host_session(llm, monkeypatch) -> Iterator:
+def host_session(llm, plugins_enabled) -> Iterator:
     """Runs TURNS scripted turns (a retry, a tool call) under a host's providers, with baggage on the agent's
     thread; `records` = "inline" (the host's pipeline) or "thread" (our records thread)."""
     from hermes_cli.plugins import discover_plugins
 
     from hermes_otel import runtime
     from hermes_otel.emitter import Emitter
-    from tests.integration.conftest import enabled_plugins
 
     def run(root_sampler: Sampler, records: str, prepare=lambda host: None) -> tuple[Host, list]:
         host = Host(root_sampler)
         prepare(host)
         runtime.use_providers(host.tracer_provider, host.meter_provider, host.logger_provider)
-        with enabled_plugins(llm, "hook_tape") as (tape,):
+        with plugins_enabled("hook_tape") as (tape,):
             tape.TAPE.clear()
             tape.TIMES.clear()
             if records == "thread":
@@ -213,13 +212,15 @@ def test_spans_are_what_the_sdk_makes_inline(host_session):
     assert [r.event_name for r in records] == [f"hermes.observer.{name}" for name, _ in hook_times]
     for record, (name, called_at) in zip(records, hook_times):
         assert abs(record.timestamp - called_at) < 1_000_000, name
-    # Metric points: exemplars stamped at the call, pointing at spans the tracer made.
+    # Metric points: exemplars point at spans the tracer made. Their time is the SDK's clock when the
+    # measurement reaches it on our records thread: after the call, by that thread's delay.
     points = [p for data in host.metrics.exported for rm in data.resource_metrics for sm in rm.scope_metrics
               for m in sm.metrics if m.name == "gen_ai.client.operation.duration" for p in m.data.data_points]
     exemplars = [e for p in points for e in p.exemplars]
     assert exemplars and all(e.span_id in host.ids.issued_spans for e in exemplars)
     chat_ends = {s.context.span_id: s.end_time for s in spans if s.name.startswith("chat")}
-    assert all(abs(e.time_unix_nano - chat_ends[e.span_id]) < 1_000_000 for e in exemplars)
+    lags = [e.time_unix_nano - chat_ends[e.span_id] for e in exemplars]
+    assert all(0 <= lag < 100_000_000 for lag in lags), lags
 
 
 @pytest.mark.parametrize("root_sampler", ["stateful", "ratio"])
