@@ -97,8 +97,8 @@ def build_resource(settings: Settings) -> Resource:
         attrs["hermes.version"] = hermes_version()
     attrs.update(settings.resource_attributes)
     attrs["service.name"] = settings.service_name  # the setting wins over a resource attribute
-    # Resource(...) rather than Resource.create(...): the environment was
-    # already applied by config with our documented precedence.
+    # Resource.create({}) brings the SDK's telemetry.sdk.* and its detectors' attributes; ours are merged
+    # over it as a plain Resource, so they win (config already applied the environment, with our precedence).
     return Resource.create({}).merge(Resource(attrs))
 
 

@@ -115,6 +115,7 @@ class _CountQueueFull(logging.Filter):
     we count each drop by signal and say it once."""
 
     SIGNALS = {"Span": "traces", "Log": "logs"}
+    hermes_otel_queue_full = True  # one of these per logger, whichever copy of this module installed it
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -148,7 +149,10 @@ def install_log_filter() -> None:
             logger.addFilter(_filter)
     queue_logger = logging.getLogger(QUEUE_LOGGER)
     if _queue_filter not in queue_logger.filters:
-        # First: every drop is counted before the SDK's own duplicate filter can swallow the record.
+        # One counter (a second copy of this package, loaded as a directory plugin, replaces the first's),
+        # first in line: every drop is counted before the SDK's own duplicate filter can swallow the record.
+        for old in [f for f in queue_logger.filters if getattr(f, "hermes_otel_queue_full", False)]:
+            queue_logger.removeFilter(old)
         queue_logger.filters.insert(0, _queue_filter)
 
 
