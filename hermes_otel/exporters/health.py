@@ -26,18 +26,9 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import _log
+from ..masking import OTLP_EXPORTER_LOGGERS
 
-# Loggers the OTLP exporters (http and grpc) report retries and failures on.
-EXPORTER_LOGGERS = (
-    "opentelemetry.exporter.otlp.common.http",
-    "opentelemetry.exporter.otlp.proto.http._common",
-    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
-    "opentelemetry.exporter.otlp.proto.http._log_exporter",
-    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
-    "opentelemetry.exporter.otlp.proto.grpc.exporter",
-    "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
-    "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
-)
+EXPORTER_LOGGERS = OTLP_EXPORTER_LOGGERS
 
 _current = threading.local()  # .export = (signal, endpoint) while one of our exports runs
 
