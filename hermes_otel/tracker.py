@@ -25,6 +25,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from . import content
 from . import semconv as sc
+from .cost import CostLedger
 from .deferred import DeferredSpan, DeferredTracer, Inline, immediate, start_lazy
 from .middleware.contract import LLM_REQUEST, TOOL_REQUEST
 from .middleware.layers import LayerTracer, RequestEvent
@@ -65,8 +66,10 @@ class Tracker:
         turn_ttl_s: float = 6 * 3600.0,
         session_ttl_s: float = 24 * 3600.0,
         capture_on_spans: bool = False,
+        costs: CostLedger | None = None,
     ) -> None:
         self.capture_on_spans = capture_on_spans
+        self.costs = costs  # cost: prices chat attempts, rolls them up (hermes_otel/cost.py)
         self._tracer = tracer
         self._lock = threading.RLock()  # re-entrant: ending an evicted span may come back into the tracker
         self._turns: OrderedDict[str, Turn] = OrderedDict()
@@ -227,15 +230,18 @@ class Tracker:
             span.set_status(Status(StatusCode.ERROR, "interrupted"))
         elif completed is False:
             span.set_status(Status(StatusCode.ERROR, "incomplete"))
-        if self._metrics is None:
+        if self._metrics is None and self.costs is None:
             span.end()
         else:
-            self._backlog.defer_always(self._turn_done, span, time.time_ns(), time.monotonic() - turn.started)
+            self._backlog.defer_always(self._turn_done, span, time.time_ns(), time.monotonic() - turn.started, turn_id)
 
-    def _turn_done(self, span: Span, end_ns: int, duration: float) -> None:
+    def _turn_done(self, span: Span, end_ns: int, duration: float, turn_id: str = "") -> None:
         """A turn's end and duration metric (on the builder when deferred)."""
+        if self.costs is not None:  # cost: the turn's total, read after its attempts were priced
+            span.set_attributes(self.costs.turn_attributes(turn_id))
         span.end(end_time=end_ns)
-        self._metrics.agent_duration_now(duration, _AGENT_LABELS, trace.set_span_in_context(span))
+        if self._metrics is not None:
+            self._metrics.agent_duration_now(duration, _AGENT_LABELS, trace.set_span_in_context(span))
 
     def end_all(self, reason: str) -> None:
         """End every open span (session finalize / shutdown): nothing is leaked."""
@@ -264,6 +270,8 @@ class Tracker:
         with self._lock:
             for name, value in taken.items():
                 getattr(self, name).update(value)
+        if self.costs is not None and other.costs is not None:  # cost: totals survive a reload
+            self.costs.adopt(other.costs)
 
     # -- provider attempts -----------------------------------------------------
 
@@ -313,6 +321,8 @@ class Tracker:
         span = call.span
         attrs = sc.chat_response_attributes(response)
         span.set_attributes(attrs)
+        if self.costs is not None and call.described:  # cost: on a chat attempt's usage, price it and roll it up
+            self.costs.record(span, call.described[0], call.described[1], response)
         span.end(end_time=end_ns)
         if self._metrics is None:
             return
@@ -383,6 +393,8 @@ class Tracker:
         child = payload.get("child_session_id")
         if not isinstance(child, str) or not child:
             return
+        if self.costs is not None:  # cost: the child's attempts roll up into this subagent and the parent's turn
+            self.costs.subagent_started(payload)
         parent_turn = payload.get("parent_turn_id")
         with self._lock:
             # The parent's open delegate_task call in that turn, else the parent's turn root.
@@ -413,7 +425,14 @@ class Tracker:
         status = payload.get("child_status")
         if isinstance(status, str) and status not in ("completed", "ok", "success"):
             call.span.set_status(Status(StatusCode.ERROR, status))
-        call.span.end()
+        if self.costs is None:
+            call.span.end()
+        else:  # cost: the subagent's total, read after its attempts were priced
+            self._backlog.defer_always(self._subagent_done, call.span, child, time.time_ns())
+
+    def _subagent_done(self, span: Span, child: str, end_ns: int) -> None:
+        span.set_attributes(self.costs.subagent_attributes(child))
+        span.end(end_time=end_ns)
 
     def _find_tool(self, payload: Mapping[str, Any], key: str | None = None) -> Call | None:
         """The open tool call of a payload; by (turn, id), else by id alone."""
