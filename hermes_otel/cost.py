@@ -398,3 +398,35 @@ class CostLedger:
         table.move_to_end(key)
         while len(table) > self._max:
             table.popitem(last=False)
+
+
+# -- reading it back (view, hermes-otel cost) ---------------------------------------------------------------------
+
+
+def format_usd(amount: float) -> str:
+    """$1,234.57 from a dollar up, else up to six decimals ($0.002566); never an exponent."""
+    if amount == 0:
+        return "$0"
+    sign, amount = ("-" if amount < 0 else ""), abs(amount)
+    if amount >= 1:
+        return f"{sign}${amount:,.2f}"
+    if amount < 0.000001:
+        return f"{sign}<$0.000001"
+    return f"{sign}$" + f"{amount:.6f}".rstrip("0").rstrip(".")
+
+
+_SHOWN = ((USAGE_COST, USAGE_COST_STATUS, "cost"), (TURN_COST, TURN_COST_STATUS, "total"),
+          (SUBAGENT_COST, SUBAGENT_COST_STATUS, "total"))
+
+
+def describe(attributes: Mapping[str, Any]) -> str | None:
+    """`cost $0.0021` (an attempt), `total $0.0123` (a turn, a subagent), `cost unknown (no price)`, or None."""
+    for key, status_key, label in _SHOWN:
+        status, amount = attributes.get(status_key), attributes.get(key)
+        if status is None and amount is None:
+            continue
+        if isinstance(amount, (int, float)) and not isinstance(amount, bool):
+            return f"{label} {format_usd(amount)}" + (" (partial)" if status == "partial" else "")
+        reason = attributes.get(USAGE_COST_REASON)
+        return f"{label} unknown" + (f" ({str(reason).replace('_', ' ')})" if reason else "")
+    return None
