@@ -39,6 +39,7 @@ __all__ = [
     "Reply",
     "ToolCall",
     "Usage",
+    "DEMO_PRICES",
     "demo_script",
 ]
 
@@ -119,6 +120,10 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any  # parsed JSON, or None when absent / not JSON
+
+
+# What the demo's scripted model charges (USD per token), published on its /v1/models for Hermes to price with.
+DEMO_PRICES = {"prompt": "0.000003", "completion": "0.000015", "cache_read": "0.0000003"}
 
 
 def demo_script() -> list[Reply]:

@@ -202,3 +202,21 @@ def test_format_usd():
 
     assert [format_usd(x) for x in (0, 0.000078, 0.00068, 0.5, 1, 1234.567, 0.0000004, -0.25)] == [
         "$0", "$0.000078", "$0.00068", "$0.5", "$1.00", "$1,234.57", "<$0.000001", "-$0.25"]
+
+
+def test_demo_says_what_the_turn_cost_or_why_it_is_unknown(recorded, tmp_path):
+    from hermes_otel import demo, view
+
+    priced = view.group_traces(view.load_spans(recorded))
+    for trace in priced:
+        for root in trace.roots:
+            root["attributes"]["hermes.turn.cost"] = 0.5
+    assert demo._cost_note(priced).startswith("Cost: $1.50 for the turn, each model call priced by Hermes's own")
+    unpriced = view.group_traces(view.load_spans(recorded))
+    assert demo._cost_note(unpriced) == ("Cost: unknown (Hermes has no price for this model and provider). "
+                                         "See docs/cost.md: What did it cost?")
+    for trace in unpriced:
+        for span in trace.spans:
+            span["attributes"].pop("hermes.usage.cost_reason", None)
+    assert demo._cost_note(unpriced) == ("Cost: unknown (no call reported its usage). "
+                                         "See docs/cost.md: What did it cost?")
