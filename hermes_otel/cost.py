@@ -19,6 +19,7 @@ subagent and session-end telemetry is built, after every attempt before them was
 
 from __future__ import annotations
 
+import dis
 import threading
 import types
 from collections import OrderedDict
@@ -29,6 +30,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from . import _log
 from . import semconv as sc
 from .safety import report
 
@@ -104,6 +106,42 @@ def _namespace(value: Any, depth: int = 0) -> Any:
     return value
 
 
+# What Hermes 0.16-0.19's pricing module uses from elsewhere. Anything else (a new fetcher, an import inside a
+# function) could reach the network behind our back: then we do not price at all.
+_STDLIB = frozenset({"re", "dataclasses", "datetime", "decimal", "typing"})
+_KNOWN = {"agent.model_metadata": frozenset({"fetch_endpoint_model_metadata", "fetch_model_metadata"}),
+          "utils": frozenset({"base_url_host_matches"})}
+# Hermes's caches we read (0.16.0 has no on-disk copy of OpenRouter's list; that part is optional).
+_METADATA = ("_normalize_base_url", "_is_openrouter_base_url", "_endpoint_model_metadata_cache", "_model_metadata_cache")
+
+
+def _imports(code: types.CodeType) -> bool:
+    return any(i.opname == "IMPORT_NAME" for i in dis.get_instructions(code)) or any(
+        _imports(c) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def _unsafe_names(module: types.ModuleType) -> list[str]:
+    """What in `module` could call out of it unseen: functions of unknown modules, imports inside its functions."""
+    unsafe = []
+    for name, value in vars(module).items():
+        if name.startswith("__"):
+            continue
+        if isinstance(value, types.FunctionType) and value.__module__ == module.__name__:
+            if _imports(value.__code__):
+                unsafe.append(f"{name} (imports)")
+            continue
+        if isinstance(value, types.ModuleType):
+            origin = value.__name__
+        elif callable(value):
+            origin = getattr(value, "__module__", None) or "?"
+        else:
+            continue  # data: price tables, constants
+        if origin == module.__name__ or origin.split(".")[0] in _STDLIB or name in _KNOWN.get(origin, ()):
+            continue
+        unsafe.append(f"{name} ({origin})")
+    return unsafe
+
+
 def _cache_only_scope(module: types.ModuleType, replacements: Mapping[str, Any]) -> dict[str, Any]:
     """`module`'s functions rebound to a copy of its globals with `replacements`: the same code, other lookups."""
     source = vars(module)
@@ -140,6 +178,14 @@ class HermesPricing:
                 try:
                     from agent import model_metadata, usage_pricing
 
+                    unsafe = _unsafe_names(usage_pricing)
+                    missing = [name for name in _METADATA if not hasattr(model_metadata, name)]
+                    if unsafe or missing:
+                        _log.once("cost-pricing-unsafe",
+                                  "hermes-otel: costs are unknown: this Hermes's pricing uses %s, which hermes-otel "
+                                  "cannot keep from the network", ", ".join(unsafe + missing) or "?")
+                        self._loaded = False
+                        return False
                     scope = _cache_only_scope(usage_pricing, {
                         "fetch_model_metadata": self._openrouter_cached,
                         "fetch_endpoint_model_metadata": self._endpoint_cached,
@@ -176,6 +222,8 @@ class HermesPricing:
 
     def _openrouter_disk(self) -> dict:
         """Hermes's on-disk copy of OpenRouter's list (read again only when the file changes)."""
+        if not hasattr(self._metadata, "_load_model_metadata_disk_cache"):
+            return {}
         path = self._metadata._get_model_metadata_cache_path()
         try:
             stat = path.stat()

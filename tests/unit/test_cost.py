@@ -439,3 +439,30 @@ def test_turn_subagent_and_session_end_record_carry_their_totals(traced):
     counted = {(p.attributes["gen_ai.request.model"], p.attributes.get("hermes.subagent.role")): p.value
                for p in points(traced.reader)}
     assert counted == {("a", None): 0.25, ("b", None): 0.125, ("b", "leaf"): 0.125}
+
+
+def test_a_pricing_module_that_could_reach_the_network_unseen_is_not_used(hermes, monkeypatch, network, caplog):
+    """A Hermes whose pricing calls something we do not know (a new fetcher, an import inside a function) is not
+    run at all: costs are unknown, said once."""
+    from hermes_otel import _log
+    from hermes_otel.cost import _unsafe_names
+
+    assert _unsafe_names(hermes.pricing) == []  # 0.19.0's, as installed
+
+    def fetch_prices_somewhere():  # pragma: no cover - never called
+        import urllib.request  # noqa: F401
+
+    monkeypatch.setattr(hermes.pricing, "fetch_prices_somewhere", fetch_prices_somewhere, raising=False)
+    fetch_prices_somewhere.__module__ = hermes.pricing.__name__
+    assert _unsafe_names(hermes.pricing) == ["fetch_prices_somewhere (imports)"]
+    monkeypatch.delattr(hermes.pricing, "fetch_prices_somewhere")
+    monkeypatch.setattr(hermes.pricing, "get", __import__("urllib.request").request.urlopen, raising=False)
+    assert _unsafe_names(hermes.pricing) == ["get (urllib.request)"]
+    _log.reset()
+    with caplog.at_level("WARNING", logger="hermes_otel"):
+        price = HermesPricing().price("gpt-4o", openai_usage(), provider="openai")
+    assert price == Price(None, "unknown", reason="pricing_unavailable")
+    assert [r.getMessage() for r in caplog.records] == [
+        "hermes-otel: costs are unknown: this Hermes's pricing uses get (urllib.request), which hermes-otel cannot "
+        "keep from the network"]
+    assert network == []
