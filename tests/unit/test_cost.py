@@ -18,7 +18,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from hermes_otel import cost
 from hermes_otel.bridge import ObserverBridge
 from hermes_otel.cost import CostLedger, HermesPricing, Price
 from hermes_otel.tracker import Tracker
