@@ -60,6 +60,9 @@ CONTENT_KEYS = (
 
 _STRING_ATTRS = {key: f"hermes.{key}" for key in STRING_KEYS}
 
+# The records that end a turn (`on_session_end`) or the session: they carry the session's cost so far.
+SESSION_COST_HOOKS = frozenset({"on_session_end", "on_session_finalize", "on_session_reset"})
+
 
 def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
     """Ids, enum-like strings and numeric/bool scalars; never content. One pass over the payload."""
@@ -115,6 +118,10 @@ class ObserverBridge:
 
     def _emit_record(self, hook: str, payload: Mapping[str, Any], span, timestamp: int, body) -> None:
         context = trace.set_span_in_context(span) if span is not None else None
+        attributes = _attributes(hook, payload)
+        costs = getattr(self._tracker, "costs", None)
+        if costs is not None and hook in SESSION_COST_HOOKS:  # cost: the session's total so far, on its end records
+            attributes.update(costs.session_attributes(payload.get("session_id")))
         self._logger.emit(
             timestamp=timestamp,
             observed_timestamp=timestamp,
@@ -122,7 +129,7 @@ class ObserverBridge:
             severity_number=SeverityNumber.INFO,
             severity_text="INFO",
             body=body or None,
-            attributes=_attributes(hook, payload),
+            attributes=attributes,
             event_name=EVENT_PREFIX + hook,
         )
         count = _COUNTERS.get(hook)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import cost
 from . import semconv as sc
-from .bridge import CONTENT_KEYS, HOOK_ATTR, KNOWN_HOOKS, SCHEMA_ATTR, STRING_KEYS
+from .bridge import CONTENT_KEYS, HOOK_ATTR, KNOWN_HOOKS, SCHEMA_ATTR, SESSION_COST_HOOKS, STRING_KEYS
 from .middleware import layers as mw
 from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 
@@ -115,6 +116,25 @@ ATTRIBUTES: dict[str, str] = {
     mw.NAME: "A rewrite's `name`, when given.",
     mw.TERMINAL: "On the innermost span of a chain: the real provider or tool call.",
     "hermes.link.type": "On a turn's span link: `previous_turn`.",
+    cost.USAGE_COST: "Estimated cost of the attempt in USD, by Hermes's own pricing (`estimate_usage_cost`) on its "
+    "normalised usage; absent when unknown. The semantic conventions define no cost attribute yet. Also the "
+    "name of the counter.",
+    cost.USAGE_COST_STATUS: "Hermes's cost status: `estimated`, `included` (a subscription route), `actual` or "
+    "`unknown`.",
+    cost.USAGE_COST_SOURCE: "Where Hermes's price came from: `official_docs_snapshot`, `provider_models_api`, "
+    "`none`, ...",
+    cost.USAGE_PRICING_VERSION: "Hermes's pricing version of the price used (e.g. `anthropic-pricing-2026-05`).",
+    cost.USAGE_COST_REASON: "Why the cost is `unknown`: `not_cached` (Hermes has not fetched this route's prices; "
+    "we never fetch), `no_price`, `no_usage`, `pricing_unavailable`.",
+    cost.TURN_COST: "The turn's total in USD: every priced attempt in its trace, subagents and failed attempts "
+    "that used tokens included.",
+    cost.TURN_COST_STATUS: "`estimated`, `included`, `partial` (some attempts could not be priced) or `unknown`.",
+    cost.SUBAGENT_COST: "The subagent's total in USD (its whole subtree).",
+    cost.SUBAGENT_COST_STATUS: "As for the turn: `estimated`, `included`, `partial` or `unknown`.",
+    cost.SESSION_COST: "On the session's end records: the session's total so far in USD (its subagents' included, "
+    "as Hermes counts them).",
+    cost.SESSION_COST_STATUS: "As for the turn: `estimated`, `included`, `partial` or `unknown`.",
+    cost.PROFILE: "The Hermes profile the process runs (`default`, a profile name, or `custom`).",
     "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof` or `relay` (metric attribute).",
 }
 
@@ -129,7 +149,7 @@ SPANS: tuple[SpanDoc, ...] = (
         "reason).",
         (sc.OPERATION, sc.AGENT_NAME, sc.CONVERSATION_ID, sc.TURN_ID, sc.TASK_ID, sc.PLATFORM, sc.REQUEST_MODEL,
          sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, sc.ERROR_TYPE, "gen_ai.input.messages",
-         "gen_ai.output.messages"),
+         "gen_ai.output.messages", cost.TURN_COST, cost.TURN_COST_STATUS, cost.PROFILE),
     ),
     SpanDoc(
         "chat {gen_ai.request.model}",
@@ -142,7 +162,8 @@ SPANS: tuple[SpanDoc, ...] = (
          sc.HERMES_RESPONSE_ID, sc.RESPONSE_STUB, sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT, sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
          sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
          sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
-         sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON),
+         sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON, cost.USAGE_COST, cost.USAGE_COST_STATUS,
+         cost.USAGE_COST_SOURCE, cost.USAGE_PRICING_VERSION, cost.USAGE_COST_REASON),
     ),
     SpanDoc(
         "execute_tool {gen_ai.tool.name}",
@@ -166,7 +187,7 @@ SPANS: tuple[SpanDoc, ...] = (
         "A subagent's life (`subagent_start` to `subagent_stop`) under the parent's `delegate_task` tool span; "
         "the child's turn roots nest under it.",
         (sc.SUBAGENT_ROLE, sc.SUBAGENT_GOAL_CHARS, sc.SUBAGENT_STATUS, sc.SUBAGENT_DURATION_MS,
-         sc.SUBAGENT_CHILD_SESSION, sc.SUBAGENT_ID, sc.CONVERSATION_ID),
+         sc.SUBAGENT_CHILD_SESSION, sc.SUBAGENT_ID, sc.CONVERSATION_ID, cost.SUBAGENT_COST, cost.SUBAGENT_COST_STATUS),
     ),
 )
 
@@ -254,7 +275,18 @@ METRICS: tuple[MetricDoc, ...] = (
         "`atof` and `relay` once they drop).",
         ("hermes.otel.signal",),
     ),
+    MetricDoc(
+        cost.COST_METRIC, "counter", cost.COST_UNIT,
+        "Estimated cost in USD of provider attempts (those Hermes could price), with an exemplar pointing at the "
+        "attempt's span.",
+        (sc.PROVIDER, sc.REQUEST_MODEL, sc.PLATFORM, cost.PROFILE, sc.SUBAGENT_ROLE),
+    ),
 )
+
+# Attributes some log records carry beyond the payload's own: hook -> attributes.
+LOG_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    hook: (cost.SESSION_COST, cost.SESSION_COST_STATUS) for hook in sorted(SESSION_COST_HOOKS)
+}
 
 RESOURCE: dict[str, str] = {
     "service.name": "`hermes-agent` unless configured.",
@@ -302,6 +334,11 @@ def telemetry_markdown() -> str:
         "| `hermes.<key>` | For the payload keys " + ", ".join(f"`{k}`" for k in STRING_KEYS)
         + " (ids and short enum-like strings), and for every boolean or numeric field of the payload "
         "(durations, counts, flags). Never content. |",
+        "",
+        "The records of " + ", ".join(f"`{h}`" for h in LOG_ATTRIBUTES) + " (a turn's end, the session's end) "
+        "also carry the session's cost so far:",
+        "",
+        *_table((a, ATTRIBUTES[a]) for a in sorted({a for attrs in LOG_ATTRIBUTES.values() for a in attrs})),
         "",
         "The body holds content only under capture (`EVENT_ONLY`, `SPAN_AND_EVENT`): the payload's "
         + ", ".join(f"`{k}`" for k in CONTENT_KEYS)

@@ -1,4 +1,4 @@
-"""`hermes-otel`: enable, disable, demo, view, doctor, config validate, config keys."""
+"""`hermes-otel`: enable, disable, demo, view, cost, doctor, config validate, config keys."""
 
 from __future__ import annotations
 
@@ -53,6 +53,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     show.add_argument("--width", type=_positive, default=None)
 
+    from . import cost_report
+
+    spent = sub.add_parser("cost", help="what the recorded runs cost, by session, turn, model, profile, subagent or day")
+    cost_report.add_arguments(spent)
+
     sub.add_parser("doctor", help="check installation, enablement, configuration and endpoints")
 
     cfg = sub.add_parser("config", help="configuration tools")
@@ -70,6 +75,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return demo_cmd.run(keep=args.keep, ascii=args.ascii)
     if args.command == "view":
         return cmd_view(args)
+    if args.command == "cost":
+        return cost_report.run(args, _default_otel_dir)
     if args.command == "doctor":
         return cmd_doctor()
     if args.config_command == "keys":

@@ -7,9 +7,10 @@ thread, unchanged; what that saves the agent's thread is the SDK's log and metri
 than half of what our telemetry costs it, measured in `make bench`). The only thing that moves is
 the time the SDK stamps on an exemplar, by this thread's delay (sub-millisecond when it is idle).
 
-The queue is bounded: past `limit` records new ones are refused, counted in
-`hermes.otel.exporter.dropped{hermes.otel.signal="logs"}` and reported once. After shutdown,
-work runs at once on the caller's thread, so nothing submitted is lost.
+The queue is bounded: past `limit` items new records and measurements are refused, counted in
+`hermes.otel.exporter.dropped{hermes.otel.signal="logs"}` and reported once, while work that ends a
+span (`submit_end`) runs at once on the caller's thread instead. After shutdown, work runs at once
+on the caller's thread, so nothing submitted is lost.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class Inline:
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         _run(fn, args)
+
+    submit_end = submit
 
     def drain(self, timeout_s: float | None = None) -> bool:
         return True
@@ -62,6 +65,14 @@ class Emitter:
         self._wake.set()
         if self._stopped:  # shut down while we appended: the final drain may have missed it
             self.drain(0)
+
+    def submit_end(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Work that ends a span: never dropped. Past the limit it runs at once on the caller's thread
+        (the queue stays bounded; the caller pays for it instead)."""
+        if self._stopped or len(self._items) >= self._limit:
+            _run(fn, args)
+            return
+        self.submit(fn, *args)
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Run everything submitted so far (on this thread if the worker is idle); False on timeout."""

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from . import _log, content, telemetry
 from .bridge import ObserverBridge
 from .config import Settings
+from .cost import CostLedger
 from .exporters.health import health
 from .safety import safely
 from .tracking import Tracker
@@ -112,7 +113,8 @@ def stop_tracing() -> None:
 
 def _replace_tracker(old: Tracker | None, new: telemetry.Telemetry) -> Tracker:
     capture = content.on_spans(new.settings.capture_content) or new.settings.atof_full_payloads
-    tracker = Tracker(new.tracer, new.meter, capture_on_spans=capture, submit=new.emitter.submit)
+    tracker = Tracker(new.tracer, new.meter, capture_on_spans=capture, emitter=new.emitter,
+                      costs=CostLedger(new.meter))
     if old is not None:
         # Open turns stay on the old tracker's spans; hand them over so the
         # new tracker parents their remaining calls and ends them.

@@ -37,6 +37,7 @@ class Call:
     span: Span
     metric_attrs: dict[str, Any]
     turn: Turn | None = None
+    priced: tuple[Any, Mapping[str, Any]] | None = None  # a chat's (request, context): what pricing reads
     turn_id: str = ""
     key: str = ""  # api_request_id of a chat, (turn, call id) of a tool
     started: float = field(default_factory=time.monotonic)
@@ -49,11 +50,13 @@ class Chats:
     """Provider attempts: one `chat` span per attempt; a failed one waits for Hermes's `api_request_error`."""
 
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, turns: Turns, limit: int,
-                 attach_events: AttachEvents) -> None:
+                 attach_events: AttachEvents, emitter: Any, costs: Any = None) -> None:
         self._tracer = tracer
         self._metrics = metrics
         self._turns = turns
         self._attach_events = attach_events
+        self._emitter = emitter
+        self._costs = costs
         self.failed: BoundedMap[str, Call] = BoundedMap(limit, on_evict=self._end_failed)
 
     def start(self, request: Any, context: Mapping[str, Any]) -> Call:
@@ -74,7 +77,10 @@ class Chats:
         )
         self._attach_events(span, "llm_request", api_request_id)
         labels = {k: attrs[k] for k in _CHAT_METRIC_KEYS if k in attrs}
-        return Call(span, labels, turn=turn, turn_id=text(context.get("turn_id")), key=api_request_id)
+        # `context` is this call's own kwargs dict; a dict request is copied (a retry may change it).
+        request = dict(request) if type(request) is dict else request
+        return Call(span, labels, turn=turn, turn_id=text(context.get("turn_id")), key=api_request_id,
+                    priced=(request, context))
 
     def finish(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
         span, duration = call.span, time.monotonic() - call.started
@@ -92,11 +98,18 @@ class Chats:
             else:
                 span.end(end_time=call.end_ns)
             return
-        attrs = sc.chat_response_attributes(response)
-        span.set_attributes(attrs)
-        span.end()
         if call.turn is not None:
             call.turn.failure = None
+        # The response's attributes, its price, the end and the metrics: on the records thread, stamped now.
+        self._emitter.submit_end(self._done, call, response, time.time_ns(), duration)
+
+    def _done(self, call: Call, response: Any, end_ns: int, duration: float) -> None:
+        span, context = call.span, trace.set_span_in_context(call.span)
+        attrs = sc.chat_response_attributes(response)
+        span.set_attributes(attrs)
+        if self._costs is not None and call.priced is not None:
+            self._costs.record(span, call.priced[0], call.priced[1], response)
+        span.end(end_time=end_ns)
         if self._metrics is None:
             return
         labels = call.metric_attrs
@@ -127,9 +140,10 @@ class Tools:
     """Tool calls: one `execute_tool` span per call, ended by Hermes's verdict (`post_tool_call`)."""
 
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, turns: Turns, limit: int,
-                 attach_events: AttachEvents, capture: bool) -> None:
+                 attach_events: AttachEvents, capture: bool, emitter: Any) -> None:
         self._tracer = tracer
         self._metrics = metrics
+        self._emitter = emitter
         self._turns = turns
         self._attach_events = attach_events
         self._capture = capture
@@ -256,8 +270,11 @@ class Tools:
             call.ended = True
         if call.end_ns is None:  # ended with its turn, never finished
             call.end_ns = time.time_ns()
+        # From the wall-clock end back to the monotonic start.
+        duration = max(call.end_ns / 1e9 - time.time() + time.monotonic() - call.started, 0.0)
+        self._emitter.submit_end(self._close, call, duration)
+
+    def _close(self, call: Call, duration: float) -> None:
         call.span.end(end_time=call.end_ns)
         if self._metrics is not None:
-            # From the wall-clock end back to the monotonic start.
-            duration = max(call.end_ns / 1e9 - time.time() + time.monotonic() - call.started, 0.0)
             self._metrics.tool_duration.record(duration, call.metric_attrs, trace.set_span_in_context(call.span))

@@ -9,13 +9,15 @@ bounded. Callers (the instrumentation's wrappers and the observer bridge) catch 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span
 
+from ..cost import CostLedger
+from ..emitter import Emitter, Inline
 from ..middleware.layers import LayerTracer, RequestEvent
 from .bounded import BoundedMap
 from .calls import Call, Chats, Tools
@@ -37,21 +39,27 @@ class Tracker:
         turn_ttl_s: float = 6 * 3600.0,
         session_ttl_s: float = 24 * 3600.0,
         capture_on_spans: bool = False,
-        submit: Callable[..., None] | None = None,
+        emitter: Emitter | Inline | None = None,
+        costs: CostLedger | None = None,
     ) -> None:
-        """`submit(fn, *args)`, when given, takes metric measurements off the calling thread (the records
-        thread); spans are always the SDK's, made here."""
+        """Spans are the SDK's, started here on the calling thread. `emitter` (the records thread) takes
+        what comes after a call, stamped at the call: its span's end with the attributes its response or
+        outcome gives, its metric measurements, its price (`costs`). Without one, all of it runs inline."""
         self.capture_on_spans = capture_on_spans
-        metrics = Instruments(meter, submit) if meter is not None else None
+        self.costs = costs  # prices chat attempts and rolls them up per turn, subagent and session
+        emitter = emitter if emitter is not None else Inline()
+        metrics = Instruments(meter, emitter.submit) if meter is not None else None
         self.layers = LayerTracer(tracer, meter)
         # Request-middleware effects waiting for the span of the call they affected:
         # ("llm_request", api_request_id) / ("tool_request", tool key).
         self._pending: BoundedMap[tuple[str, str], list[RequestEvent]] = BoundedMap(max_turns)
-        self.turns = Turns(tracer, metrics, max_turns, parent_of=lambda session: self.subagents.span_of(session))
-        self.chats = Chats(tracer, metrics, self.turns, max_turns, self._attach_request_events)
-        self.tools = Tools(tracer, metrics, self.turns, max_turns, self._attach_request_events, capture_on_spans)
+        self.turns = Turns(tracer, metrics, max_turns, parent_of=lambda session: self.subagents.span_of(session),
+                           emitter=emitter, costs=costs)
+        self.chats = Chats(tracer, metrics, self.turns, max_turns, self._attach_request_events, emitter, costs)
+        self.tools = Tools(tracer, metrics, self.turns, max_turns, self._attach_request_events, capture_on_spans,
+                           emitter)
         self.approvals = Approvals(tracer, self.turns, self.tools, max_turns)
-        self.subagents = Subagents(tracer, self.turns, self.tools, max_turns)
+        self.subagents = Subagents(tracer, self.turns, self.tools, max_turns, emitter, costs)
         self._turn_ttl_s = turn_ttl_s
         self._session_ttl_s = session_ttl_s
         self._next_sweep = time.monotonic() + _SWEEP_EVERY_S
@@ -118,6 +126,8 @@ class Tracker:
     def adopt(self, other: Tracker) -> None:
         """Take over another tracker's open state (configuration reload)."""
         self.turns.adopt(other.turns)
+        if self.costs is not None and other.costs is not None:  # totals survive a reload
+            self.costs.adopt(other.costs)
         for mine, theirs in ((self._pending, other._pending), (self.chats.failed, other.chats.failed),
                              (self.tools.open, other.tools.open), (self.tools.denied, other.tools.denied),
                              (self.tools.ended, other.tools.ended),

@@ -33,9 +33,11 @@ class Turn:
 
 class Turns:
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, limit: int,
-                 parent_of: Callable[[str], Span | None]) -> None:
+                 parent_of: Callable[[str], Span | None], emitter: Any = None, costs: Any = None) -> None:
         self._tracer = tracer
         self._metrics = metrics
+        self._emitter = emitter
+        self._costs = costs
         self._parent_of = parent_of  # a subagent session's span (its turns nest under it)
         self.open: BoundedMap[str, Turn] = BoundedMap(limit, on_evict=lambda t: self._finish(t, {}, "evicted"))
         self.previous: BoundedMap[str, trace.SpanContext] = BoundedMap(limit)  # session -> last turn root
@@ -85,18 +87,27 @@ class Turns:
         if turn is None:
             return
         self.ended.put(turn_id, turn.span.get_span_context())
-        self._finish(turn, payload, reason)
+        self._finish(turn, payload, reason, turn_id)
 
-    def _finish(self, turn: Turn, payload: Mapping[str, Any], reason: str | None) -> None:
+    def _finish(self, turn: Turn, payload: Mapping[str, Any], reason: str | None, turn_id: str = "") -> None:
         """End a turn's root: Hermes's verdict when it gave one, else why we ended it. Only a turn Hermes
-        reports completed is not an error."""
+        reports completed is not an error. The end goes to the records thread, after the turn's attempts
+        (their prices make its total), stamped now."""
+        end_ns = time.time_ns()
+        duration = time.monotonic() - turn.started
+        if self._emitter is None:
+            self._close(turn, dict(payload), reason, turn_id, end_ns, duration)
+        else:
+            self._emitter.submit_end(self._close, turn, dict(payload), reason, turn_id, end_ns, duration)
+
+    def _close(self, turn: Turn, payload: Mapping[str, Any], reason: str | None, turn_id: str, end_ns: int,
+               duration: float) -> None:
         span = turn.span
         completed, interrupted = payload.get("completed"), payload.get("interrupted")
         if isinstance(completed, bool):
             span.set_attribute(sc.TURN_COMPLETED, completed)
         if isinstance(interrupted, bool):
             span.set_attribute(sc.TURN_INTERRUPTED, interrupted)
-        end_ns = None
         if reason is not None:
             span.set_attribute(sc.TURN_END_REASON, reason)
         if interrupted is True:
@@ -105,20 +116,20 @@ class Turns:
             error, message = None, None
         elif turn.failure is not None:
             error, message = turn.failure[0], "the provider call failed and Hermes gave up"
-            if reason is not None:
-                end_ns = turn.failure[1]  # Hermes gave up then (it fires no on_session_end for that)
+            if reason is not None:  # Hermes gave up then (it fires no on_session_end for that)
+                duration -= (end_ns - turn.failure[1]) / 1e9
+                end_ns = turn.failure[1]
         else:
             error = "incomplete" if reason is None else reason
             message = "incomplete" if reason is None else f"the turn never finished ({reason})"
         if error is not None:
             span.set_attribute(sc.ERROR_TYPE, error)
             span.set_status(Status(StatusCode.ERROR, message))
+        if self._costs is not None:  # the turn's total, its attempts priced before this runs
+            span.set_attributes(self._costs.turn_attributes(turn_id))
         span.end(end_time=end_ns)
         if self._metrics is not None:
             labels = _AGENT_LABELS if error is None else {**_AGENT_LABELS, sc.ERROR_TYPE: error}
-            duration = time.monotonic() - turn.started
-            if end_ns is not None:
-                duration -= (time.time_ns() - end_ns) / 1e9
             self._metrics.agent_duration.record(max(duration, 0.0), labels, trace.set_span_in_context(span))
 
     def stale(self, now: float, ttl_s: float) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,8 +55,11 @@ class Approvals:
 
 
 class Subagents:
-    def __init__(self, tracer: trace.Tracer, turns: Turns, tools: Tools, limit: int) -> None:
+    def __init__(self, tracer: trace.Tracer, turns: Turns, tools: Tools, limit: int, emitter: Any = None,
+                 costs: Any = None) -> None:
         self._tracer = tracer
+        self._emitter = emitter
+        self._costs = costs
         self._turns = turns
         self._tools = tools
         self.open: BoundedMap[str, Call] = BoundedMap(limit, on_evict=lambda c: c.span.end())  # child session ->
@@ -68,6 +72,8 @@ class Subagents:
         child = text(payload.get("child_session_id"))
         if not child:
             return
+        if self._costs is not None:  # the child's attempts roll up into this subagent and the parent's turn
+            self._costs.subagent_started(payload)
         parent_turn = text(payload.get("parent_turn_id"))
         # The parent's open delegate_task call in that turn, else the parent's turn root.
         tool = self._tools.open.find(
@@ -80,11 +86,20 @@ class Subagents:
         self.open.put(child, Call(span, {}))
 
     def stopped(self, payload: Mapping[str, Any]) -> None:
-        call = self.open.pop(text(payload.get("child_session_id")))
+        child = text(payload.get("child_session_id"))
+        call = self.open.pop(child)
         if call is None:
             return
         call.span.set_attributes(sc.subagent_attributes(payload))
         status = payload.get("child_status")
         if isinstance(status, str) and status not in ("completed", "ok", "success"):
             call.span.set_status(Status(StatusCode.ERROR, status))
-        call.span.end()
+        if self._emitter is None:
+            self._close(call.span, child, time.time_ns())
+        else:  # after the child's attempts were priced (its total), stamped now
+            self._emitter.submit_end(self._close, call.span, child, time.time_ns())
+
+    def _close(self, span: Span, child: str, end_ns: int) -> None:
+        if self._costs is not None:
+            span.set_attributes(self._costs.subagent_attributes(child))
+        span.end(end_time=end_ns)
