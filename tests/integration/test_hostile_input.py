@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import random
+import sys
 import threading
 import time
 import tracemalloc
@@ -27,9 +28,12 @@ SECRET = "sk-proj-HOSTILEabcdefghijklmnop0123"
 
 
 class Explodes:
-    """Every protocol Python might use on a value raises."""
+    """Every protocol Python might use on a value raises (repr and str too, except for Hypothesis's report of
+    a failing example: it reprs the arguments plainly, and an exploding repr would hide the real failure)."""
 
     def __repr__(self):
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("hypothesis."):
+            return "Explodes()"
         raise RuntimeError("repr exploded")
 
     __str__ = __repr__
