@@ -73,7 +73,8 @@ ATTRIBUTES: dict[str, str] = {
     sc.TOOL_STATUS: "Hermes's verdict from `post_tool_call`: `ok`, `error`, `blocked` or `cancelled`.",
     sc.TURN_COMPLETED: "Whether the turn completed (`on_session_end`).",
     sc.TURN_INTERRUPTED: "Whether the turn was interrupted (`on_session_end`).",
-    sc.TURN_END_REASON: "Why a turn span was ended by us rather than by `on_session_end`: `evicted`, `shutdown`.",
+    sc.TURN_END_REASON: "Why a turn span was ended by us rather than by `on_session_end`: `evicted`, `shutdown`, "
+    "`disabled` (telemetry was turned off while the turn ran), `plugin_unloaded` (a reload dropped the plugin).",
     "gen_ai.token.type": "`input` or `output` (metric attribute).",
     sc.API_RETRY_COUNT: "From `api_request_error`: retries so far.",
     sc.API_MAX_RETRIES: "From `api_request_error`: the retry budget.",
@@ -109,6 +110,9 @@ ATTRIBUTES: dict[str, str] = {
     mw.TERMINAL: "On the innermost span of a chain: the real provider or tool call.",
     "hermes.link.type": "On a turn's span link: `previous_turn`.",
     "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof`, `relay` or `builder` (metric attribute).",
+    "hermes.otel.spool.reason": "Why a spooled batch was removed unsent: `size` or `age` (over `spool_max_mb` / "
+    "`spool_max_age`), `rejected` (the endpoint refused it as malformed: HTTP 400, 413, 422 or gRPC INVALID_ARGUMENT), "
+    "`unreadable` (no readable request in it) (metric attribute).",
 }
 
 SPANS: tuple[SpanDoc, ...] = (
@@ -243,6 +247,26 @@ METRICS: tuple[MetricDoc, ...] = (
         "(`traces`, `logs`, `metrics` always, 0 when healthy; `atof`, `relay`, and `builder` for work the "
         "background builder's full queue refused, once they drop).",
         ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.size", "gauge", "By",
+        "Bytes of undelivered telemetry waiting in the spool (`$HERMES_HOME/otel/spool`), by signal, as this "
+        "process last counted them (with the spool on and an OTLP endpoint).", ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.spooled", "counter", "{batch}",
+        "Batches this process wrote to the spool: not delivered after the exporter's retries, still unacknowledged "
+        "at exit, or beyond what a slow endpoint could take.", ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.replayed", "counter", "{batch}",
+        "Spooled batches this process re-sent and the endpoint acknowledged (whichever process spooled them).",
+        ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.evicted", "counter", "{batch}",
+        "Spooled batches this process removed unsent, by reason.",
+        ("hermes.otel.signal", "hermes.otel.spool.reason"),
     ),
 )
 

@@ -70,7 +70,9 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
+from .exporters.delivery import outbox_exporter
 from .exporters.slices import sliced_http_exporter
+from .exporters.spool import Spool, endpoint_key, open_spool
 from .safety import safely
 from .version import __version__
 
@@ -132,8 +134,9 @@ def build_sampler(settings: Settings) -> Sampler:
     return ParentBased(ALWAYS_ON)
 
 
-def _otlp_exporter(signal: str, target: OTLPTarget):
-    """Exporter for one signal; imported lazily so an unused transport costs nothing."""
+def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
+    """Exporter for one signal; imported lazily so an unused transport costs nothing. It never waits on the
+    network in the SDK's threads; what it cannot deliver goes to the spool (exporters/delivery.py)."""
     gzip = target.compression == "gzip"
     if target.protocol == "grpc":
         from grpc import Compression as GrpcCompression
@@ -170,7 +173,16 @@ def _otlp_exporter(signal: str, target: OTLPTarget):
         **kwargs,
     )
     guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
-    return guard(inner, target.endpoint)
+    return outbox_exporter(signal, guard(inner, target.endpoint, count_drops=False), target.endpoint,
+                           endpoint_key(target.protocol, target.endpoint), spool_of(settings),
+                           settings.flush_timeout_s)
+
+
+def spool_of(settings: Settings) -> Spool | None:
+    """The spool undeliverable telemetry goes to (None with `spool = false`)."""
+    if not settings.spool_enabled:
+        return None
+    return open_spool(settings.spool_directory, settings.spool_max_bytes, settings.spool_max_age_s)
 
 
 class _Bounded:
@@ -259,6 +271,39 @@ def observe_drops(meter_provider: MeterProvider) -> None:
     )
 
 
+def observe_spool(meter_provider: MeterProvider, spool: Spool | None) -> None:
+    """`hermes.otel.spool.*`: what waits in the spool, and what this process spooled, re-sent and evicted."""
+    if spool is None:
+        return
+    from .exporters.spool import REASONS as SPOOL_REASONS
+    from .exporters.spool import SIGNALS as SPOOL_SIGNALS
+    from .exporters.spool import stats
+
+    meter = meter_provider.get_meter(SCOPE, __version__)
+
+    def per_signal(counts) -> list[Observation]:
+        return [Observation(counts.get(signal, 0), {SIGNAL_ATTR: signal}) for signal in SPOOL_SIGNALS]
+
+    meter.create_observable_gauge(
+        "hermes.otel.spool.size", callbacks=[lambda options: per_signal(spool.bytes_by_signal())], unit="By",
+        description="Bytes of undelivered telemetry waiting in the spool, by signal")
+    meter.create_observable_counter(
+        "hermes.otel.spool.spooled", callbacks=[lambda options: per_signal(stats.spooled)], unit="{batch}",
+        description="Batches this process wrote to the spool, by signal")
+    meter.create_observable_counter(
+        "hermes.otel.spool.replayed", callbacks=[lambda options: per_signal(stats.replayed)], unit="{batch}",
+        description="Spooled batches this process re-sent and the endpoint acknowledged, by signal")
+    meter.create_observable_counter(
+        "hermes.otel.spool.evicted", unit="{batch}",
+        callbacks=[lambda options: [Observation(stats.evicted.get((signal, reason), 0),
+                                                {SIGNAL_ATTR: signal, SPOOL_REASON_ATTR: reason})
+                                    for signal in SPOOL_SIGNALS for reason in SPOOL_REASONS]],
+        description="Spooled batches this process removed unsent, by signal and reason")
+
+
+SPOOL_REASON_ATTR = "hermes.otel.spool.reason"
+
+
 @dataclass
 class Telemetry:
     """The providers of one configuration, and their bounded lifecycle."""
@@ -294,14 +339,14 @@ class Telemetry:
 
     def force_flush(self, timeout_s: float) -> bool:
         """Flush all signals; returns False when the deadline passed first."""
-        return _within(timeout_s, self._flush_all, self.endpoints)
+        return _within(timeout_s, self._flush_all)
 
     def shutdown(self, timeout_s: float) -> bool:
         if not self.owned:
             done = self.force_flush(timeout_s)
             self.backlog.shutdown(0)
             return done
-        return _within(timeout_s, self._shutdown_all, self.endpoints)
+        return _within(timeout_s, self._shutdown_all)
 
     def _flush_all(self, timeout_ms: int) -> None:
         self.backlog.drain(timeout_ms / 1000)
@@ -316,19 +361,17 @@ class Telemetry:
         self.meter_provider.shutdown(timeout_millis=timeout_ms)
 
 
-def _within(timeout_s: float, work, endpoints: frozenset[str] | None = None) -> bool:
-    """Run `work` on a daemon thread and wait at most `timeout_s` for it.
+def _within(timeout_s: float, work) -> bool:
+    """Run `work` on a daemon thread and wait at most `timeout_s` for it (the daemon thread lets the process
+    exit anyway).
 
-    A hung collector can keep an exporter busy far beyond our budget; the
-    daemon thread lets the process exit anyway. When an endpoint is failing
-    (or starts failing while we wait) waiting is pointless: the exporter is
-    only sleeping out its retry backoff, so we stop waiting at once.
+    The budget belongs to the local exporters (files, console): an OTLP exporter never holds the flush, it
+    only hands batches to its outbox, whose shutdown waits at most 100 ms and spools the rest (or, without the
+    spool, waits its own flush budget, not at all for a failing endpoint; exporters/delivery.py). So a failing
+    endpoint never cuts the files short.
     """
     timeout_ms = max(int(timeout_s * 1000), 1)
     done = threading.Event()
-    started = time.monotonic()
-    if health.any_failing(endpoints):
-        timeout_s = min(timeout_s, 0.05)
 
     def run() -> None:
         try:
@@ -339,11 +382,7 @@ def _within(timeout_s: float, work, endpoints: frozenset[str] | None = None) -> 
             done.set()
 
     threading.Thread(target=run, name="hermes-otel-flush", daemon=True).start()
-    deadline = started + timeout_s
-    while not done.wait(min(0.01, max(deadline - time.monotonic(), 0))):
-        if time.monotonic() >= deadline or health.failing_since(started, endpoints):
-            return False
-    return True
+    return done.wait(timeout_s)
 
 
 _FILE_EXPORTERS = {"traces": JsonFileSpanExporter, "logs": JsonFileLogExporter, "metrics": JsonFileMetricExporter}
@@ -357,7 +396,7 @@ def _exporters(signal: str, settings: Settings, writers: dict[str, RotatingJsonL
     if signal in settings.otlp:
         target = settings.otlp[signal]
         try:
-            exporters.append(_otlp_exporter(signal, target))
+            exporters.append(_otlp_exporter(signal, target, settings))
         except Exception as exc:  # noqa: BLE001 - a broken transport must not cost the telemetry
             _log.logger.error(
                 "hermes-otel: cannot create the %s exporter for %s (%s: %s); writing %s to files under %s instead",
@@ -368,7 +407,7 @@ def _exporters(signal: str, settings: Settings, writers: dict[str, RotatingJsonL
         writer = writers.get(signal) or RotatingJsonLinesWriter(
             file_paths(settings.file_directory)[signal], settings.file_max_bytes, settings.file_backups
         )
-        exporters.append(_FILE_EXPORTERS[signal](writer))
+        exporters.insert(0, _FILE_EXPORTERS[signal](writer))  # first: flushed first, with the whole budget
     return exporters
 
 
@@ -389,11 +428,12 @@ def _relay_forwarder(settings: Settings):
     return RelayForwarder(activation)
 
 
-def _relay_span_processor(endpoint) -> BatchSpanProcessor:
+def _relay_span_processor(endpoint, settings: Settings) -> BatchSpanProcessor:
     """One NeMo Relay `[[opentelemetry.endpoints]]` entry: its own exporter, shape and batch settings."""
     from .exporters.shapes import ShapedSpanExporter
 
-    exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target), endpoint.type, endpoint.resource)
+    exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target, settings), endpoint.type,
+                                  endpoint.resource)
     return BoundedSpanProcessor(
         exporter,
         max_queue_size=endpoint.max_queue_size,
@@ -457,7 +497,7 @@ def build(settings: Settings) -> Telemetry:
         plan = dataclasses.replace(settings, relay_span_endpoints=(), relay_log_targets=(),
                                    relay_metric_targets=(), atof_sinks=())
     for endpoint in plan.relay_span_endpoints:
-        processor = safely(_relay_span_processor, endpoint)
+        processor = safely(_relay_span_processor, endpoint, settings)
         if processor is not None:
             tracer_provider.add_span_processor(processor)
     atof = safely(_atof_processor, plan) if plan.atof_sinks else None
@@ -468,7 +508,7 @@ def build(settings: Settings) -> Telemetry:
     if atof is not None:
         logger_provider.add_log_record_processor(atof.log_processor())
     log_exporters: list[LogRecordExporter] = _exporters("logs", settings, writers) if settings.logs_enabled else []
-    log_exporters += [e for t in plan.relay_log_targets if (e := safely(_otlp_exporter, "logs", t)) is not None]
+    log_exporters += [e for t in plan.relay_log_targets if (e := safely(_otlp_exporter, "logs", t, settings)) is not None]
     for exporter in log_exporters:
         logger_provider.add_log_record_processor(
             BoundedLogProcessor(
@@ -489,13 +529,15 @@ def build(settings: Settings) -> Telemetry:
         for exporter in metric_exporters
     ] + ([pull] if pull is not None else [])
     for target in plan.relay_metric_targets:
-        exporter = safely(_otlp_exporter, "metrics", target)
+        exporter = safely(_otlp_exporter, "metrics", target, settings)
         if exporter is not None:
             readers.append(
                 PeriodicExportingMetricReader(exporter, export_interval_millis=settings.relay_metric_interval_ms)
             )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     safely(observe_drops, meter_provider)
+    safely(observe_spool, meter_provider, spool_of(settings) if settings.otlp or plan.relay_span_endpoints
+           or plan.relay_log_targets or plan.relay_metric_targets else None)
     return Telemetry(settings, tracer_provider, meter_provider, logger_provider, backlog=new_backlog(settings))
 
 

@@ -31,7 +31,8 @@ SPANMETRICS_FED = {
     ("hermes-trace-drilldown.json", "Operation latency p95 from spans (exemplars)"),
 }
 # Queries whose healthy value is exactly zero (no drops in a healthy pipeline).
-ZERO_EXPECTED = {("hermes-ops-overview.json", "Exporter drops")}
+ZERO_EXPECTED = {("hermes-ops-overview.json", "Exporter drops"), ("hermes-ops-overview.json", "Spool backlog"),
+                 ("hermes-ops-overview.json", "Spool batches")}
 
 
 def _script() -> list[Reply]:

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hermes_otel import _gil
-from hermes_otel.config import OTLPTarget
+from hermes_otel.config import OTLPTarget, Settings
 from hermes_otel.exporters import slices
 from hermes_otel.exporters.file import JsonFileSpanExporter, RotatingJsonLinesWriter
 from hermes_otel.exporters.otlp_json import decode_spans_json
@@ -139,11 +139,16 @@ def test_pipeline_slices_http_traces_and_logs_only() -> None:
     common = {"headers": {}, "timeout_s": 1.0, "compression": "none"}
     http = OTLPTarget(endpoint="http://127.0.0.1:1/v1/traces", protocol="http/protobuf", **common)
     grpc = OTLPTarget(endpoint="http://127.0.0.1:1", protocol="grpc", **common)
-    assert isinstance(_otlp_exporter("traces", http)._inner, OTLPSpanExporter)
-    assert type(_otlp_exporter("traces", http)._inner).__name__ == "SlicedOTLPSpanExporter"
-    assert type(_otlp_exporter("logs", http)._inner).__name__ == "SlicedOTLPLogExporter"
-    assert type(_otlp_exporter("metrics", http)._inner) is OTLPMetricExporter
-    assert type(_otlp_exporter("traces", grpc)._inner) is GrpcSpanExporter
+    settings = Settings(spool_enabled=False)
+
+    def sdk(signal: str, target: OTLPTarget):  # the SDK exporter behind our outbox and guard
+        return _otlp_exporter(signal, target, settings).guarded._inner
+
+    assert isinstance(sdk("traces", http), OTLPSpanExporter)
+    assert type(sdk("traces", http)).__name__ == "SlicedOTLPSpanExporter"
+    assert type(sdk("logs", http)).__name__ == "SlicedOTLPLogExporter"
+    assert type(sdk("metrics", http)) is OTLPMetricExporter
+    assert type(sdk("traces", grpc)) is GrpcSpanExporter
 
 
 def test_file_exporter_writes_a_slice_per_line(tmp_path: Path) -> None:
