@@ -92,6 +92,7 @@ def configure(settings: Settings) -> Tracker | None:
             new = telemetry.Telemetry(settings, tp, mp, lp, owned=False, backlog=telemetry.new_backlog(settings))
             safely(telemetry.observe_drops, mp)
         else:
+            delivery.cancel_exit()  # configured again after a shutdown: not exiting after all
             new = telemetry.build(settings)
             safely(resender.serve, telemetry.spool_of(settings), targets_of(settings))
         _retire(live)

@@ -53,6 +53,12 @@ def exit_deadline() -> float | None:
     return _exit_at
 
 
+def cancel_exit() -> None:
+    """A new configuration after a shutdown (tests, an embedding host): not exiting after all."""
+    global _exit_at
+    _exit_at = None
+
+
 class _Sending:
     __slots__ = ("batch", "abandoned")
 
@@ -141,10 +147,10 @@ class Outbox:
             pass
 
     def _close_deadline(self, now: float) -> float:
-        if self.spool is not None:
-            return now + SPOOL_WAIT_S if _exit_at is None else min(now + SPOOL_WAIT_S, _exit_at)
         if health.any_failing(frozenset({self.endpoint})):
             return now  # it is only sleeping out its retry backoff
+        if self.spool is not None:
+            return now + SPOOL_WAIT_S if _exit_at is None else min(now + SPOOL_WAIT_S, _exit_at)
         return now + self.budget_s
 
     def _run(self) -> None:

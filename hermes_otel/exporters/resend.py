@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import logging
 import os
 import random
 import ssl
@@ -31,7 +30,7 @@ import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _log
@@ -446,10 +445,10 @@ class SendReport:
     failed: int = 0  # kept: the endpoint did not take them now
     busy: int = 0  # another process is sending them
     no_target: int = 0  # for an endpoint that is not configured now
+    problems: dict[str, str] = field(default_factory=dict)  # endpoint -> why it did not take a batch
 
 
-def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int], None] | None = None,
-             *, logger: logging.Logger | None = None) -> SendReport:
+def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int], None] | None = None) -> SendReport:
     """Send every spooled batch for a configured endpoint now, oldest first; an endpoint that fails is skipped
     for the rest of the run."""
     report = SendReport()
@@ -471,8 +470,7 @@ def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int
                 elif outcome.kind == "retry":
                     report.failed += 1
                     failing.add(entry.key)
-                    if logger is not None:
-                        logger.warning("%s: %s", mask_url(target[1].endpoint), outcome.detail)
+                    report.problems[target[1].endpoint] = outcome.detail
                 else:
                     setattr(report, outcome.kind, getattr(report, outcome.kind) + 1)
             if progress is not None:
