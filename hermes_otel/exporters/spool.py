@@ -41,6 +41,8 @@ SUFFIX = ".jsonl"
 _NAME = re.compile(r"(\d{19})-(\d+)-(\d+)-([0-9a-f]{16})\.jsonl")
 _OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _OPEN_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+SPOOL_HINT = ("undeliverable telemetry is dropped and counted; make $HERMES_HOME/otel/spool a directory of your own, "
+              "or set spool = false")
 STALE_TEMP_S = 3600.0  # a temporary file this old was left by a crash
 RESCAN_S = 30.0  # how often a writing process recounts what other processes added
 
@@ -98,8 +100,8 @@ class Spool:
         if not data:
             return 0
         folder = self.directory / signal
-        ensure_dir(self.directory)
-        ensure_dir(folder)
+        ensure_dir(self.directory, SPOOL_HINT)
+        ensure_dir(folder, SPOOL_HINT)
         name = f"{time.time_ns():019d}-{os.getpid()}-{next(self._seq)}-{key}{SUFFIX}"
         temporary = folder / f".{name}.tmp"
         fd = os.open(temporary, _OPEN_NEW, 0o600)
