@@ -161,6 +161,7 @@ def shutdown() -> None:
     (exporters/delivery.py); the local files get the flush budget."""
     started = time.monotonic()  # the budget covers ending open spans too
     exit_at = delivery.begin_exit()
+    safely(resender.stop)  # no new re-sends; one in flight may finish by exit_at (below)
     with _lock:
         live, tracker = _state.telemetry, _state.tracker
         retired = list(_retired)

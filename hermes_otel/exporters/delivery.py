@@ -89,8 +89,9 @@ class Outbox:
         self._pending: deque[Any] = deque()
         self._inflight: _Sending | None = None
         self._closed = False
-        self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
+        # Started with the pipeline (not by the first export): sessions never start threads of ours.
+        threading.Thread(target=self._run, name=f"hermes-otel-send-{signal}", daemon=True).start()
 
     def submit(self, batch: Any) -> None:
         """Queue a batch (any thread, never blocks on the network)."""
@@ -100,10 +101,6 @@ class Outbox:
             full = not direct and len(self._pending) >= MAX_PENDING
             if not direct and not full:
                 self._pending.append(batch)
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name=f"hermes-otel-send-{self.signal}",
-                                                    daemon=True)
-                    self._thread.start()
                 self._cond.notify()
                 return
         if full:
@@ -120,6 +117,11 @@ class Outbox:
                     return False
                 self._cond.wait(remaining)
         return True
+
+    def flush(self, timeout_s: float) -> bool:
+        """A flush hands over; the outbox delivers on its own. So it waits briefly, like shutdown, never the whole
+        budget of the local exporters."""
+        return self.wait_idle(max(min(timeout_s, self._close_deadline(time.monotonic()) - time.monotonic()), 0))
 
     def close(self) -> None:
         """Wait for what is queued within the shutdown bound, spool (or count) the rest, close the exporter."""
@@ -159,7 +161,6 @@ class Outbox:
                 while not self._pending and not self._closed:
                     self._cond.wait()
                 if not self._pending:
-                    self._thread = None
                     return
                 sending = self._inflight = _Sending(self._pending.popleft())
             try:
@@ -235,7 +236,7 @@ class OutboxSpanExporter(SpanExporter):
         self.outbox.close()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.outbox.wait_idle(timeout_millis / 1000)
+        return self.outbox.flush(timeout_millis / 1000)
 
 
 class OutboxLogExporter(LogRecordExporter):
@@ -251,7 +252,7 @@ class OutboxLogExporter(LogRecordExporter):
         self.outbox.close()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.outbox.wait_idle(timeout_millis / 1000)
+        return self.outbox.flush(timeout_millis / 1000)
 
 
 class OutboxMetricExporter(MetricExporter):
@@ -266,7 +267,7 @@ class OutboxMetricExporter(MetricExporter):
         return MetricExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return self.outbox.wait_idle(timeout_millis / 1000)
+        return self.outbox.flush(timeout_millis / 1000)
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
         self.outbox.close()

@@ -332,6 +332,7 @@ class Resender:
                 self._wake.set()
                 return
             self._stopped.clear()
+            self._backoff = {k: v for k, v in self._backoff.items() if k in self._targets}
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="hermes-otel-resend", daemon=True)
                 self._thread.start()
@@ -347,18 +348,24 @@ class Resender:
         """Stop sending; wait for a send in flight until monotonic time `until` (its batch stays spooled if cut)."""
         with self._lock:
             self._spool, self._targets = None, {}
-        self._stopped.set()
+            self._stopped.set()
+            self._backoff.clear()
         self._wake.set()
         if until is not None:
             self._idle.wait(max(until - time.monotonic(), 0))
 
     def _run(self) -> None:
-        try:
-            self._loop()
-        finally:
-            with self._lock:
-                self._thread = None
-            self._channels.close()
+        while True:
+            try:
+                self._loop()
+            except Exception as exc:  # noqa: BLE001 - the sender must survive anything
+                _log.logger.debug("hermes-otel: spool sender: %r", exc)
+            finally:
+                self._channels.close()
+            with self._lock:  # serve() after a stop() either finds this thread alive or none at all
+                if self._stopped.is_set():
+                    self._thread = None
+                    return
 
     def _loop(self) -> None:
         queue: deque[Entry] = deque()
@@ -375,7 +382,7 @@ class Resender:
                 caps_at = now + CAPS_EVERY_S
             entry = self._next(queue, spool, targets)
             if entry is None:
-                waits = [at - now for at, _ in self._backoff.values()]
+                waits = [at - now for at, _ in self._backoff.values() if at > now]
                 self._wake.wait(min([IDLE_RESCAN_S, *waits]) if waits else IDLE_RESCAN_S)
                 self._wake.clear()
                 continue
