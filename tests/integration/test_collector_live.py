@@ -400,6 +400,38 @@ def test_replayed_files_arrive_in_jaeger_as_recorded(jaeger, tmp_path):
     assert {s.span_id: s for s in spans} == recorded  # ids, parents, names, kinds, times, attributes, events
 
 
+def test_the_collectors_otlpjsonfile_receiver_reads_the_spool(jaeger, tmp_path):
+    """What a dead collector never took waits in the spool as OTLP/JSON lines: replay-files.yaml, pointed at the
+    spool, brings it into Jaeger exactly as recorded."""
+    from tests.harness.fault_servers import refused_endpoint
+
+    service = "hermes-otel-spool-replay"
+    home = tmp_path / "home"
+    with FakeLLMServer() as llm:
+        write_home(home, llm.base_url)
+        llm.push(Reply.tools(ToolCall("terminal", {"command": "echo spool"}, id="call_S")), Reply.text("done"))
+        result = hermes_chat("spool me", env=clean_env(home, OTEL_SERVICE_NAME=service,
+                                                       OTEL_EXPORTER_OTLP_ENDPOINT=refused_endpoint()))
+    assert result.returncode == 0, result.stderr[-2000:]
+    recorded: dict = {}
+    for path in sorted((home / "otel" / "spool" / "traces").glob("*.jsonl")):
+        recorded.update(_file_spans(path))
+    trace_ids = {s.trace_id for s in recorded.values()}
+    assert len(trace_ids) == 1 and len(recorded) >= 4
+    overlay = tmp_path / "spool-overlay.yaml"
+    overlay.write_text('receivers:\n  otlp_json_file/traces:\n    include: ["${env:HERMES_OTEL_DIR}/spool/traces/*.jsonl"]\n')
+    collector = Collector("replay-files.yaml", str(overlay), env={"HERMES_OTEL_DIR": str(home / "otel"),
+                                                                  "OTLP_TARGET": jaeger.otlp_grpc})
+    try:
+        collector.start()
+        (trace_id,) = trace_ids
+        spans = wait_until(lambda: len(jaeger.trace_ids(service)) == 1 and whole_trace(jaeger, trace_id), 60,
+                           "the spooled trace in Jaeger", collector.proc, collector.log)
+    finally:
+        collector.stop()
+    assert {s.span_id: s for s in spans} == recorded
+
+
 # -- c. the gateway tier: load balancing by trace id into two samplers, then one sampler dies ------
 
 

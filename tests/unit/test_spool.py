@@ -320,3 +320,41 @@ def test_the_send_threads_are_daemons(tmp_path: Path) -> None:
         senders = [t for t in threading.enumerate() if t.name == "hermes-otel-send-traces"]
         assert senders and all(t.daemon for t in senders)
         exporter.shutdown()
+
+
+_WRITE_LIMIT = """
+import json, resource, sys, time
+from hermes_otel import telemetry
+from hermes_otel.config import load_settings
+from hermes_otel.exporters import delivery
+from hermes_otel.exporters.health import health
+settings = load_settings({"HERMES_HOME": sys.argv[1], "OTEL_EXPORTER_OTLP_ENDPOINT": sys.argv[2],
+                          "OTEL_EXPORTER_OTLP_TIMEOUT": "100", "OTEL_BSP_SCHEDULE_DELAY": "20"}).settings
+live = telemetry.build(settings)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (64, hard))  # a real write limit: no batch fits on this "disk"
+tracer = live.tracer_provider.get_tracer("limit")
+for n in range(3):
+    for i in range(10):
+        tracer.start_span(f"s{i}").end()
+    live.tracer_provider.force_flush()
+    time.sleep(0.2)
+deadline = time.monotonic() + 10
+while health.dropped["traces"] < 30 and time.monotonic() < deadline:
+    time.sleep(0.01)
+delivery.begin_exit()
+live.shutdown(2)
+print(json.dumps(dict(health.dropped)))
+"""
+
+
+def test_a_write_limit_on_the_spool_costs_counted_drops_and_one_message(tmp_path: Path) -> None:
+    """`ulimit -f` (RLIMIT_FSIZE) in a real process: every batch that cannot be spooled is counted, said once."""
+    done = subprocess.run([sys.executable, "-c", _WRITE_LIMIT, str(tmp_path), refused_endpoint()], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    dropped = json.loads(done.stdout)
+    assert dropped["traces"] == 30  # every span, counted
+    assert done.stderr.count("hermes-otel: cannot write to the spool") == 1, done.stderr
+    assert "File too large" in done.stderr
+    assert all(p.is_dir() for p in (tmp_path / "otel" / "spool").rglob("*"))  # no file, not even a temporary one
