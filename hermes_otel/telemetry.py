@@ -70,7 +70,7 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
-from .exporters.delivery import outbox_exporter
+from .exporters.delivery import finishing_together, outbox_exporter
 from .exporters.slices import sliced_http_exporter
 from .exporters.spool import Spool, endpoint_key, open_spool
 from .safety import safely
@@ -356,9 +356,10 @@ class Telemetry:
 
     def _shutdown_all(self, timeout_ms: int) -> None:
         self.backlog.shutdown(timeout_ms / 1000)
-        self.tracer_provider.shutdown()
-        self.logger_provider.shutdown()
-        self.meter_provider.shutdown(timeout_millis=timeout_ms)
+        with finishing_together():  # every exporter its own budget: the files never wait behind an endpoint
+            self.tracer_provider.shutdown()
+            self.logger_provider.shutdown()
+            self.meter_provider.shutdown(timeout_millis=timeout_ms)
 
 
 def _within(timeout_s: float, work) -> bool:

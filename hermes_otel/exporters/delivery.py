@@ -15,11 +15,12 @@ already failing), then drops and counts what is left.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
@@ -51,6 +52,24 @@ def begin_exit(wait_s: float = SPOOL_WAIT_S) -> float:
 
 def exit_deadline() -> float | None:
     return _exit_at
+
+
+_deferred = threading.local()  # .outboxes: those closed inside finishing_together() on this thread
+
+
+@contextlib.contextmanager
+def finishing_together() -> Iterator[None]:
+    """Inside the block, an outbox being shut down only stops taking batches; its wait for the network is left for
+    the end of the block, where every such outbox waits out its own deadline (the waits overlap) and spools or
+    counts what is left. So the local exporters, shut down inside the block, never wait behind an endpoint."""
+    outboxes: list[Outbox] = []
+    _deferred.outboxes = outboxes
+    try:
+        yield
+    finally:
+        _deferred.outboxes = None
+        for outbox in outboxes:
+            outbox.finish()
 
 
 def cancel_exit() -> None:
@@ -89,6 +108,7 @@ class Outbox:
         self._pending: deque[Any] = deque()
         self._inflight: _Sending | None = None
         self._closed = False
+        self._deadline = 0.0  # monotonic; set by close()
         self._cond = threading.Condition()
         # Started with the pipeline (not by the first export): sessions never start threads of ours.
         threading.Thread(target=self._run, name=f"hermes-otel-send-{signal}", daemon=True).start()
@@ -124,13 +144,26 @@ class Outbox:
         return self.wait_idle(max(min(timeout_s, self._close_deadline(time.monotonic()) - time.monotonic()), 0))
 
     def close(self) -> None:
-        """Wait for what is queued within the shutdown bound, spool (or count) the rest, close the exporter."""
-        deadline = self._close_deadline(time.monotonic())
+        """Take no more batches; wait for what is queued within the shutdown bound, spool (or count) the rest and
+        close the exporter — or, inside :func:`finishing_together`, leave that wait for the end of the block."""
         with self._cond:
+            if self._closed:
+                return
             self._closed = True
+            self._deadline = self._close_deadline(time.monotonic())
             self._cond.notify_all()
+            busy = bool(self._pending or self._inflight is not None)
+        deferred = getattr(_deferred, "outboxes", None)
+        if deferred is not None and busy and time.monotonic() < self._deadline:
+            deferred.append(self)
+            return
+        self.finish()
+
+    def finish(self) -> None:
+        """After :meth:`close`: wait until everything was sent or the deadline, spool (or count) the rest."""
+        with self._cond:
             while self._pending or self._inflight is not None:
-                remaining = deadline - time.monotonic()
+                remaining = self._deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)

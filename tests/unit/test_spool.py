@@ -358,3 +358,36 @@ def test_a_write_limit_on_the_spool_costs_counted_drops_and_one_message(tmp_path
     assert done.stderr.count("hermes-otel: cannot write to the spool") == 1, done.stderr
     assert "File too large" in done.stderr
     assert all(p.is_dir() for p in (tmp_path / "otel" / "spool").rglob("*"))  # no file, not even a temporary one
+
+
+def test_every_exporter_keeps_its_own_budget_the_files_never_wait_behind_an_endpoint(tmp_path: Path) -> None:
+    """Spool off and a collector that hangs: its exporters wait their whole flush budget at shutdown, but the files
+    of all three signals are written first, whole, whatever the endpoint does."""
+    from hermes_otel import telemetry
+    from hermes_otel.config import load_settings
+
+    toml = tmp_path / "plugins.toml"
+    toml.write_text('[[components]]\nkind = "hermes_otel"\n[components.config]\nspool = false\n'
+                    'file = { enabled = true }\n')
+    with FaultServer("blackhole") as hole:
+        settings = load_settings({"HERMES_HOME": str(tmp_path), "HERMES_OTEL_PLUGINS_TOML": str(toml),
+                                  "OTEL_EXPORTER_OTLP_ENDPOINT": hole.endpoint}).settings
+        live = telemetry.build(settings)
+        tracer = live.tracer_provider.get_tracer("budget")
+        for i in range(20):
+            tracer.start_span(f"s{i}").end()
+        logger = live.logger_provider.get_logger("budget")
+        for i in range(7):
+            logger.emit(ApiLogRecord(event_name=f"hermes.observer.hook{i}"))
+        live.meter_provider.get_meter("budget").create_counter("hermes.tool.calls").add(5)
+        live.shutdown(settings.flush_timeout_s)
+    otel = tmp_path / "otel"
+    spans_written = [s["name"] for line in (otel / "traces.jsonl").read_text().splitlines()
+                     for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    assert sorted(spans_written) == sorted(f"s{i}" for i in range(20))
+    records = [r for line in (otel / "logs.jsonl").read_text().splitlines()
+               for rl in json.loads(line)["resourceLogs"] for sl in rl["scopeLogs"] for r in sl["logRecords"]]
+    assert len(records) == 7
+    last = json.loads((otel / "metrics.jsonl").read_text().splitlines()[-1])
+    names = {m["name"] for rm in last["resourceMetrics"] for sm in rm["scopeMetrics"] for m in sm["metrics"]}
+    assert "hermes.tool.calls" in names
