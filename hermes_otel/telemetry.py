@@ -175,7 +175,7 @@ def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
     guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
     return outbox_exporter(signal, guard(inner, target.endpoint, count_drops=False), target.endpoint,
                            endpoint_key(target.protocol, target.endpoint), spool_of(settings),
-                           settings.flush_timeout_s)
+                           settings.flush_timeout_s, settings.bsp_max_queue_size)
 
 
 def spool_of(settings: Settings) -> Spool | None:

@@ -131,8 +131,9 @@ FIELDS: tuple[Field, ...] = (
         "flush_timeout_millis",
         int,
         1500,
-        "Upper bound for the flush at session finalize and at process exit (with interpreter teardown, exit "
-        "stays within 2 s even when a collector hangs).",
+        "Upper bound for the flush at session finalize and at process exit: the budget of the local exporters "
+        "(files, console), whatever an endpoint does. OTLP exporters wait at most 100 ms at exit and spool the rest; "
+        "with `spool = false` they wait up to this budget (not at all for an endpoint already failing).",
         minimum=0,
         maximum=MAX_MILLIS,
         attr="flush_timeout_s",

@@ -1,8 +1,8 @@
 """The way out of one OTLP exporter: an export never waits on the network, and what is not delivered is spooled.
 
 The SDK's batch processors call `export` on their worker thread and wait for it. Wrapped here, `export` hands
-the batch to an outbox of ours (a few batches deep) and returns at once; a sender thread of ours runs the SDK
-exporter, with its own retries and timeout. A batch it could not deliver goes to the spool (:mod:`.spool`),
+the batch to an outbox of ours (as deep as the batch queue: `batch.max_queue_size` items) and returns at once; a
+sender thread of ours runs the SDK exporter, with its own retries and timeout. A batch it could not deliver goes to the spool (:mod:`.spool`),
 and so does one that arrives while the outbox is full (the collector cannot keep up). With the spool off
 (`spool = false`) both are dropped and counted in `hermes.otel.exporter.dropped`.
 
@@ -34,7 +34,6 @@ from .private import UnsafePath
 from .spool import Spool
 
 SPOOL_WAIT_S = 0.1  # at shutdown, the wait for in-flight exports before their batches are spooled
-MAX_PENDING = 4  # batches waiting for the sender; more go to the spool (or are dropped without it)
 DROPPED_METRIC = "hermes.otel.exporter.dropped"
 
 _exit_at: float | None = None  # monotonic deadline of the process's exit, once it began
@@ -100,12 +99,15 @@ class Outbox:
         close_inner: Callable[[], None],
         spool: Spool | None,
         budget_s: float,
+        limit: int,
     ) -> None:
         self.signal, self.endpoint, self.key = signal, endpoint, key
         self._send, self._encode, self._count, self._close_inner = send, encode, count, close_inner
         self.spool = spool
         self.budget_s = budget_s
-        self._pending: deque[Any] = deque()
+        self.limit = limit  # items waiting for the sender, at most; more go to the spool (or are dropped without it)
+        self._pending: deque[tuple[Any, int]] = deque()  # (batch, items)
+        self._waiting = 0  # items in _pending
         self._inflight: _Sending | None = None
         self._closed = False
         self._deadline = 0.0  # monotonic; set by close()
@@ -115,12 +117,14 @@ class Outbox:
 
     def submit(self, batch: Any) -> None:
         """Queue a batch (any thread, never blocks on the network)."""
+        items = self._items(batch)
         with self._cond:
             exiting = self.spool is not None and _exit_at is not None and time.monotonic() >= _exit_at
             direct = self._closed or exiting
-            full = not direct and len(self._pending) >= MAX_PENDING
+            full = not direct and self._pending and self._waiting + items > self.limit
             if not direct and not full:
-                self._pending.append(batch)
+                self._pending.append((batch, items))
+                self._waiting += items
                 self._cond.notify()
                 return
         if full:
@@ -172,8 +176,9 @@ class Outbox:
                 self._inflight.abandoned = True
                 leftovers.append(self._inflight.batch)
                 self._inflight = None
-            leftovers.extend(self._pending)
+            leftovers.extend(batch for batch, _ in self._pending)
             self._pending.clear()
+            self._waiting = 0
         for batch in leftovers:
             self._undelivered(batch)
         try:
@@ -195,7 +200,9 @@ class Outbox:
                     self._cond.wait()
                 if not self._pending:
                     return
-                sending = self._inflight = _Sending(self._pending.popleft())
+                batch, items = self._pending.popleft()
+                self._waiting -= items
+                sending = self._inflight = _Sending(batch)
             try:
                 delivered = self._send(sending.batch)
             except Exception:  # noqa: BLE001 - the guarded exporter reports; the batch is not lost for it
@@ -230,17 +237,20 @@ class Outbox:
             except Exception as exc:  # noqa: BLE001 - a batch that cannot be encoded is dropped, said once
                 _log.once(f"spool-encode:{self.signal}", "hermes-otel: cannot encode a %s batch for the spool (%r); "
                           "it is dropped and counted", self.signal, exc, per_process=True)
+        health.drop(self.signal, self.endpoint, self._items(batch))
+
+    def _items(self, batch: Any) -> int:
         try:
-            health.drop(self.signal, self.endpoint, self._count(batch))
+            return self._count(batch)
         except Exception:  # noqa: BLE001 - counting must not raise into an SDK thread
-            health.drop(self.signal, self.endpoint, 1)
+            return 1
 
     def _overflow(self) -> None:
         if self.spool is not None:
             _log.once(
                 f"outbox-full:{self.endpoint}",
-                "hermes-otel: the %s exporter cannot keep up with %s; batches beyond %d waiting go to the spool %s "
-                "and are re-sent later", self.signal, self.endpoint, MAX_PENDING, self.spool.directory,
+                "hermes-otel: the %s exporter cannot keep up with %s; what goes beyond %d items waiting is spooled "
+                "to %s and re-sent later", self.signal, self.endpoint, self.limit, self.spool.directory,
                 level=logging.INFO, per_process=True,
             )
         else:
@@ -306,7 +316,8 @@ class OutboxMetricExporter(MetricExporter):
         self.outbox.close()
 
 
-def outbox_exporter(signal: str, guarded: Any, endpoint: str, key: str, spool: Spool | None, budget_s: float) -> Any:
+def outbox_exporter(signal: str, guarded: Any, endpoint: str, key: str, spool: Spool | None, budget_s: float,
+                    limit: int = 2048) -> Any:
     """`guarded` (an SDK OTLP exporter wrapped by :mod:`.health`, counting no drops itself) behind an outbox."""
     if spool is not None:
         health.spooled_to[endpoint] = str(spool.directory)
@@ -314,12 +325,12 @@ def outbox_exporter(signal: str, guarded: Any, endpoint: str, key: str, spool: S
         health.spooled_to.pop(endpoint, None)
     if signal == "traces":
         outbox = Outbox(signal, endpoint, key, lambda b: guarded.export(b) == SpanExportResult.SUCCESS,
-                        encode_spans_json, len, guarded.shutdown, spool, budget_s)
+                        encode_spans_json, len, guarded.shutdown, spool, budget_s, limit)
         return OutboxSpanExporter(outbox, guarded)
     if signal == "logs":
         outbox = Outbox(signal, endpoint, key, lambda b: guarded.export(b) == LogRecordExportResult.SUCCESS,
-                        encode_logs_json, len, guarded.shutdown, spool, budget_s)
+                        encode_logs_json, len, guarded.shutdown, spool, budget_s, limit)
         return OutboxLogExporter(outbox, guarded)
     outbox = Outbox(signal, endpoint, key, lambda d: guarded.export(d) == MetricExportResult.SUCCESS,
-                    encode_metrics_json, _metric_points, guarded.shutdown, spool, budget_s)
+                    encode_metrics_json, _metric_points, guarded.shutdown, spool, budget_s, limit)
     return OutboxMetricExporter(outbox, guarded)

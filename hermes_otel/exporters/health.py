@@ -7,9 +7,10 @@ per attempt. Wrapped in :class:`Guarded*Exporter`, our exporters instead:
   at DEBUG) — the SDK's own per-attempt warnings are suppressed, but only
   those raised inside OUR exports (a thread-local marks them), so another
   OpenTelemetry pipeline in the process keeps its logs;
-* count what they drop (``ExportHealth.dropped``);
-* tell the flush at session finalize / exit that the endpoint is failing, so
-  it does not wait out the retry backoff on the agent's way out.
+* count what they drop (``ExportHealth.dropped``), unless the caller keeps a
+  failed batch (the spool, :mod:`.delivery`) and counts only what it cannot keep;
+* tell the shutdown at exit that the endpoint is failing, so it does not wait
+  out the retry backoff on the agent's way out.
 """
 
 from __future__ import annotations

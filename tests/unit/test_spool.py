@@ -271,16 +271,17 @@ def test_a_full_outbox_overflows_into_the_spool(tmp_path: Path) -> None:
     with FaultServer("blackhole") as hole:
         url = f"{hole.endpoint}/v1/traces"
         guarded = GuardedSpanExporter(OTLPSpanExporter(endpoint=url, timeout=30), url, count_drops=False)
-        exporter = delivery.outbox_exporter("traces", guarded, url, endpoint_key("http/protobuf", url), spool, 1.5)
+        exporter = delivery.outbox_exporter("traces", guarded, url, endpoint_key("http/protobuf", url), spool, 1.5,
+                                            limit=6)
         exporter.export(spans(1))
         deadline = time.monotonic() + 10
         while hole.count() < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        for _ in range(delivery.MAX_PENDING + 2):
-            exporter.export(spans(1))
-        assert len(spool.entries()) == 2  # beyond the few waiting: spooled at once, not held in memory
+        for _ in range(5):
+            exporter.export(spans(2))  # 3 of these fit in 6 items waiting
+        assert len(spool.entries()) == 2  # beyond what may wait: spooled at once, not held in memory
         exporter.shutdown()
-    assert len(spool.entries()) == delivery.MAX_PENDING + 3 and health.dropped_at[url] == 0
+    assert len(spool.entries()) == 6 and health.dropped_at[url] == 0
 
 
 def test_a_spool_that_is_a_symbolic_link_is_refused_once_and_the_batches_counted(tmp_path: Path, caplog) -> None:
