@@ -392,3 +392,18 @@ def test_every_exporter_keeps_its_own_budget_the_files_never_wait_behind_an_endp
     last = json.loads((otel / "metrics.jsonl").read_text().splitlines()[-1])
     names = {m["name"] for rm in last["resourceMetrics"] for sm in rm["scopeMetrics"] for m in sm["metrics"]}
     assert "hermes.tool.calls" in names
+
+
+def test_a_batch_is_re_sent_with_the_headers_and_compression_configured_now(tmp_path: Path) -> None:
+    with OTLPReceiver() as receiver:
+        url = f"{receiver.endpoint}/v1/traces"
+        spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+        spool.put("traces", endpoint_key("http/protobuf", url), [encode_spans_json(spans())])
+        (entry,) = spool.entries()
+        assert "blue" not in entry.path.read_text() and "x-tenant" not in entry.path.read_text()  # not on disk
+        configured = OTLPTarget(url, "http/protobuf", {"x-tenant": "blue"}, 2.0, "gzip")
+        report = send_all(spool, {endpoint_key("http/protobuf", url): ("traces", configured)})
+        receiver.wait_for_spans(lambda s: len(s) == 5)
+    assert report.sent == 1
+    (headers,) = receiver.headers
+    assert headers["x-tenant"] == "blue" and headers["content-encoding"] == "gzip"
