@@ -140,10 +140,11 @@ def doctor_lines(settings: config.Settings) -> list[tuple[str, str]]:
     if entries:
         by_signal = Counter(e.signal for e in entries)
         waiting = (f"{len(entries)} batch{'es' if len(entries) != 1 else ''} ({_size(sum(e.size for e in entries))}) "
-                   f"wait to be re-sent, the oldest {_age(time.time() - min(e.mtime for e in entries))} old ("
+                   f"wait{'s' if len(entries) == 1 else ''} to be re-sent, the oldest "
+                   f"{_age(time.time() - min(e.mtime for e in entries))} old ("
                    + ", ".join(f"{s} {by_signal[s]}" for s in SIGNALS if by_signal[s]) + ")")
     if not settings.spool_enabled:
-        lines = [("note", f"spool off (spool = false): telemetry an endpoint cannot take is dropped and counted")]
+        lines = [("note", "spool off (spool = false): telemetry an endpoint cannot take is dropped and counted")]
         if entries:
             lines.append(("warn", f"spool {spool.directory}: {waiting}; nothing sends them while the spool is off "
                                   "(`hermes-otel spool send` does)"))
@@ -157,7 +158,8 @@ def doctor_lines(settings: config.Settings) -> list[tuple[str, str]]:
         lines.append(("ok", f"spool {spool.directory}: on (no OTLP endpoint now: nothing to keep)"))
     elif entries:
         lines.append(("warn", f"spool {spool.directory}: {waiting}; the next hermes process sends them once the "
-                              "endpoint answers (`hermes-otel spool` for details, `spool send` to send now)"))
+                              "endpoint answers (`hermes-otel spool` for details, `hermes-otel spool send` to send "
+                              "now)"))
     else:
         lines.append(("ok", f"spool {spool.directory}: empty (caps {_size(settings.spool_max_bytes)}, "
                             f"{_age(settings.spool_max_age_s)})"))

@@ -407,3 +407,29 @@ def test_a_batch_is_re_sent_with_the_headers_and_compression_configured_now(tmp_
     assert report.sent == 1
     (headers,) = receiver.headers
     assert headers["x-tenant"] == "blue" and headers["content-encoding"] == "gzip"
+
+
+def test_doctor_says_what_the_spool_holds_and_what_it_cannot_do(tmp_path: Path) -> None:
+    from hermes_otel.config import load_settings
+    from hermes_otel.spool_cli import doctor_lines
+
+    url = f"{refused_endpoint()}"
+    env = {"HERMES_HOME": str(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": url}
+    settings = load_settings(env).settings
+    assert doctor_lines(settings) == [("ok", f"spool {tmp_path}/otel/spool: empty (caps 100.0 MiB, 7 days)")]
+    spool = Spool(settings.spool_directory, settings.spool_max_bytes, settings.spool_max_age_s)
+    spool.put("traces", endpoint_key("http/protobuf", f"{url}/v1/traces"), [encode_spans_json(spans())])
+    spool.put("logs", "f" * 16, [encode_logs_json(log_records())])  # for an endpoint not configured now
+    (level, text), (orphan_level, orphan) = doctor_lines(settings)
+    assert level == "warn" and text.startswith(f"spool {tmp_path}/otel/spool: 2 batches (")
+    assert "wait to be re-sent, the oldest 0 s old (traces 1, logs 1)" in text
+    assert orphan_level == "warn" and orphan.startswith("1 spooled batch for an endpoint not configured now")
+    toml = tmp_path / "plugins.toml"
+    toml.write_text('[[components]]\nkind = "hermes_otel"\n[components.config]\nspool = false\n')
+    off = load_settings({**env, "HERMES_OTEL_PLUGINS_TOML": str(toml)}).settings
+    assert [level for level, _ in doctor_lines(off)] == ["note", "warn"]  # off, and what is left is not sent
+    blocked = tmp_path / "blocked"
+    (blocked / "otel").mkdir(parents=True)
+    (blocked / "otel" / "spool").write_text("")  # a file where the spool directory should be
+    (level, text), = doctor_lines(load_settings({**env, "HERMES_HOME": str(blocked)}).settings)
+    assert level == "fail" and "is not a directory" in text and "will be dropped" in text
