@@ -161,11 +161,13 @@ def markdown(report: dict[str, Any]) -> str:
     lines = ["| `hermes chat -q` (a tool call and an answer) | hermes-otel's exit work (atexit) "
              "| the process's way out (answer → end) | whole run |", "|---|---|---|---|"]
     for row in report["exit"]:
-        lines.append(f"| {row['case']} | {row['ours_s'] * 1000:.0f} ms | {row['exit_s']:.2f} s | {row['run_s']:.2f} s |")
+        lines.append(f"| {row['case']} | {row['ours_s'] * 1000:.0f} ms | {row['exit_s']:.2f} s "
+                     f"| {row['run_s']:.2f} s |")
     t = report["throughput"]
     lines += ["", f"| spool, batches of {t['spans_per_batch']} spans ({t['bytes_per_batch'] / 1024:.0f} KiB) "
               "| batches/s | spans/s |", "|---|---|---|"]
-    for key, label in (("write", "write (encode, fsync, rename)"), ("replay_unpaced", "replay, `hermes-otel spool send`"),
+    for key, label in (("write", "write (encode, fsync, rename)"),
+                       ("replay_unpaced", "replay, `hermes-otel spool send`"),
                        ("replay_background", "replay, background sender (paced)")):
         lines.append(f"| {label} | {t[key]['batches_per_s']:,} | {t[key]['spans_per_s']:,} |")
     return "\n".join(lines) + "\n"

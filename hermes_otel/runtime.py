@@ -25,6 +25,7 @@ from .config import Settings
 from .exporters import delivery
 from .exporters.health import health
 from .exporters.resend import resender, targets_of
+from .exporters.spool import spool_for
 from .safety import safely
 from .tracker import Tracker
 
@@ -94,7 +95,7 @@ def configure(settings: Settings) -> Tracker | None:
         else:
             delivery.cancel_exit()  # configured again after a shutdown: not exiting after all
             new = telemetry.build(settings)
-            safely(resender.serve, telemetry.spool_of(settings), targets_of(settings))
+            safely(resender.serve, spool_for(settings), targets_of(settings))
         _retire(live)
         _state.telemetry = new
         _state.tracker = _replace_tracker(_state.tracker, new)

@@ -72,7 +72,8 @@ from .exporters.health import (
 )
 from .exporters.delivery import finishing_together, outbox_exporter
 from .exporters.slices import sliced_http_exporter
-from .exporters.spool import Spool, endpoint_key, open_spool
+from .exporters.spool import endpoint_key, spool_for
+from .exporters.spool import observe as observe_spool
 from .safety import safely
 from .version import __version__
 
@@ -174,15 +175,8 @@ def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
     )
     guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
     return outbox_exporter(signal, guard(inner, target.endpoint, count_drops=False), target.endpoint,
-                           endpoint_key(target.protocol, target.endpoint), spool_of(settings),
+                           endpoint_key(target.protocol, target.endpoint), spool_for(settings),
                            settings.flush_timeout_s, settings.bsp_max_queue_size)
-
-
-def spool_of(settings: Settings) -> Spool | None:
-    """The spool undeliverable telemetry goes to (None with `spool = false`)."""
-    if not settings.spool_enabled:
-        return None
-    return open_spool(settings.spool_directory, settings.spool_max_bytes, settings.spool_max_age_s)
 
 
 class _Bounded:
@@ -269,39 +263,6 @@ def observe_drops(meter_provider: MeterProvider) -> None:
         DROPPED_METRIC, callbacks=[observe], unit="{item}",
         description="Telemetry items dropped by hermes-otel's exporters and queues, by signal",
     )
-
-
-def observe_spool(meter_provider: MeterProvider, spool: Spool | None) -> None:
-    """`hermes.otel.spool.*`: what waits in the spool, and what this process spooled, re-sent and evicted."""
-    if spool is None:
-        return
-    from .exporters.spool import REASONS as SPOOL_REASONS
-    from .exporters.spool import SIGNALS as SPOOL_SIGNALS
-    from .exporters.spool import stats
-
-    meter = meter_provider.get_meter(SCOPE, __version__)
-
-    def per_signal(counts) -> list[Observation]:
-        return [Observation(counts.get(signal, 0), {SIGNAL_ATTR: signal}) for signal in SPOOL_SIGNALS]
-
-    meter.create_observable_gauge(
-        "hermes.otel.spool.size", callbacks=[lambda options: per_signal(spool.bytes_by_signal())], unit="By",
-        description="Bytes of undelivered telemetry waiting in the spool, by signal")
-    meter.create_observable_counter(
-        "hermes.otel.spool.spooled", callbacks=[lambda options: per_signal(stats.spooled)], unit="{batch}",
-        description="Batches this process wrote to the spool, by signal")
-    meter.create_observable_counter(
-        "hermes.otel.spool.replayed", callbacks=[lambda options: per_signal(stats.replayed)], unit="{batch}",
-        description="Spooled batches this process re-sent and the endpoint acknowledged, by signal")
-    meter.create_observable_counter(
-        "hermes.otel.spool.evicted", unit="{batch}",
-        callbacks=[lambda options: [Observation(stats.evicted.get((signal, reason), 0),
-                                                {SIGNAL_ATTR: signal, SPOOL_REASON_ATTR: reason})
-                                    for signal in SPOOL_SIGNALS for reason in SPOOL_REASONS]],
-        description="Spooled batches this process removed unsent, by signal and reason")
-
-
-SPOOL_REASON_ATTR = "hermes.otel.spool.reason"
 
 
 @dataclass
@@ -509,7 +470,8 @@ def build(settings: Settings) -> Telemetry:
     if atof is not None:
         logger_provider.add_log_record_processor(atof.log_processor())
     log_exporters: list[LogRecordExporter] = _exporters("logs", settings, writers) if settings.logs_enabled else []
-    log_exporters += [e for t in plan.relay_log_targets if (e := safely(_otlp_exporter, "logs", t, settings)) is not None]
+    log_exporters += [e for t in plan.relay_log_targets
+                      if (e := safely(_otlp_exporter, "logs", t, settings)) is not None]
     for exporter in log_exporters:
         logger_provider.add_log_record_processor(
             BoundedLogProcessor(
@@ -537,8 +499,8 @@ def build(settings: Settings) -> Telemetry:
             )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     safely(observe_drops, meter_provider)
-    safely(observe_spool, meter_provider, spool_of(settings) if settings.otlp or plan.relay_span_endpoints
-           or plan.relay_log_targets or plan.relay_metric_targets else None)
+    if settings.otlp or plan.relay_span_endpoints or plan.relay_log_targets or plan.relay_metric_targets:
+        safely(observe_spool, meter_provider, spool_for(settings), SCOPE, SIGNAL_ATTR)
     return Telemetry(settings, tracer_provider, meter_provider, logger_provider, backlog=new_backlog(settings))
 
 

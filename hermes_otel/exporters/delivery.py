@@ -2,8 +2,9 @@
 
 The SDK's batch processors call `export` on their worker thread and wait for it. Wrapped here, `export` hands
 the batch to an outbox of ours (as deep as the batch queue: `batch.max_queue_size` items) and returns at once; a
-sender thread of ours runs the SDK exporter, with its own retries and timeout. A batch it could not deliver goes to the spool (:mod:`.spool`),
-and so does one that arrives while the outbox is full (the collector cannot keep up). With the spool off
+sender thread of ours runs the SDK exporter, with its own retries and timeout. A batch it could not deliver goes
+to the spool (:mod:`.spool`), and so does one that arrives while the outbox is full (the collector cannot keep
+up). With the spool off
 (`spool = false`) both are dropped and counted in `hermes.otel.exporter.dropped`.
 
 Shutdown (process exit, a retired configuration) waits for the in-flight and queued batches at most

@@ -75,7 +75,8 @@ Targets = Mapping[str, tuple[str, Any]]  # endpoint key -> (signal, OTLPTarget)
 def targets_of(settings: Any) -> dict[str, tuple[str, Any]]:
     """Every OTLP endpoint a configuration exports to, by spool key."""
     pairs = [*settings.otlp.items(), *(("traces", e.target) for e in settings.relay_span_endpoints),
-             *(("logs", t) for t in settings.relay_log_targets), *(("metrics", t) for t in settings.relay_metric_targets)]
+             *(("logs", t) for t in settings.relay_log_targets),
+             *(("metrics", t) for t in settings.relay_metric_targets)]
     return {endpoint_key(t.protocol, t.endpoint): (signal, t) for signal, t in pairs}
 
 

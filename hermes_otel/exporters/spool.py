@@ -288,3 +288,44 @@ def _remove_stale(path: Path) -> None:
             os.unlink(path)
     except OSError:
         pass
+
+
+def spool_for(settings: Any) -> Spool | None:
+    """The spool undeliverable telemetry goes to under `settings` (None with `spool = false`)."""
+    if not settings.spool_enabled:
+        return None
+    return open_spool(settings.spool_directory, settings.spool_max_bytes, settings.spool_max_age_s)
+
+
+REASON_ATTR = "hermes.otel.spool.reason"
+
+
+def observe(meter_provider: Any, spool: Spool | None, scope: str, signal_attr: str) -> None:
+    """`hermes.otel.spool.*`: what waits in `spool`, and what this process spooled, re-sent and evicted."""
+    if spool is None:
+        return
+    from opentelemetry.metrics import Observation
+
+    from ..version import __version__
+
+    meter = meter_provider.get_meter(scope, __version__)
+
+    def per_signal(counts: Any) -> list[Observation]:
+        return [Observation(counts.get(signal, 0), {signal_attr: signal}) for signal in SIGNALS]
+
+    def evicted(options: Any) -> list[Observation]:
+        return [Observation(stats.evicted.get((signal, reason), 0), {signal_attr: signal, REASON_ATTR: reason})
+                for signal in SIGNALS for reason in REASONS]
+
+    meter.create_observable_gauge(
+        "hermes.otel.spool.size", callbacks=[lambda options: per_signal(spool.bytes_by_signal())], unit="By",
+        description="Bytes of undelivered telemetry waiting in the spool, by signal")
+    meter.create_observable_counter(
+        "hermes.otel.spool.spooled", callbacks=[lambda options: per_signal(stats.spooled)], unit="{batch}",
+        description="Batches this process wrote to the spool, by signal")
+    meter.create_observable_counter(
+        "hermes.otel.spool.replayed", callbacks=[lambda options: per_signal(stats.replayed)], unit="{batch}",
+        description="Spooled batches this process re-sent and the endpoint acknowledged, by signal")
+    meter.create_observable_counter(
+        "hermes.otel.spool.evicted", callbacks=[evicted], unit="{batch}",
+        description="Spooled batches this process removed unsent, by signal and reason")

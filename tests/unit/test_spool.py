@@ -302,7 +302,8 @@ def test_a_spool_that_is_a_symbolic_link_is_refused_once_and_the_batches_counted
     while health.dropped_at[url] < 4 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert health.dropped_at[url] == 4 and list(elsewhere.iterdir()) == []
-    refused = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "not writing" in r.getMessage()]
+    refused = [r.getMessage() for r in caplog.records
+               if r.levelno >= logging.WARNING and "not writing" in r.getMessage()]
     assert len(refused) == 1 and "set spool = false" in refused[0] and "symbolic link" in refused[0]
 
 
