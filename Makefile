@@ -103,6 +103,7 @@ test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed)  ## the r
 
 bench: $(VENV)/.test-installed  ## overhead vs the SDK floor, history, throughput, memory, dead collectors; exit time per fault, spool write/replay (writes benchmarks/results/latest.json, spool.json)
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/compare.py  # the chosen design against the replaced one, side by side
 	$(BIN)/python benchmarks/spool.py
 
 docs: $(VENV)/.test-installed  ## regenerate the reference pages and dashboards, build the site into site/

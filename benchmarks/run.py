@@ -4,10 +4,10 @@ Every case alternates rounds with the plugin registered (through its real
 `register`) and without it, in one process, and reports medians (µs):
 
 * agent_wall: the added time of one call on the agent's thread, calls back to
-  back (warm caches); the builder does its part after the round;
+  back (warm caches); observer records are emitted after the round;
 * agent_cold: the same with the agent idle between calls, as while its model
-  thinks (caches go cold; the builder and exporters run in between);
-* total_cpu: the process CPU per call, builder and exporters included;
+  thinks (caches go cold; the records thread and exporters run in between);
+* total_cpu: the process CPU per call, the records thread and exporters included;
 * floor_wall / floor_cpu: the same spans, events, log records and metric
   points emitted directly through the SDK on the agent's thread with
   precomputed attributes, measured the same way; the ratios compare to them.
@@ -47,7 +47,6 @@ from opentelemetry.trace import StatusCode  # noqa: E402
 from receiver import ReceiverProcess  # noqa: E402
 
 from hermes_otel import runtime  # noqa: E402
-from hermes_otel.deferred import DeferredTracer  # noqa: E402
 from hermes_otel.exporters.health import health  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
@@ -79,8 +78,8 @@ class Plugin:
         self.telemetry.logger_provider.add_log_record_processor(self.capture.logs)
 
     @property
-    def backlog(self):
-        return self.telemetry.backlog
+    def emitter(self):
+        return self.telemetry.emitter
 
     def on(self) -> None:
         self.manager._hooks.clear()
@@ -93,7 +92,7 @@ class Plugin:
 
     def flush(self) -> None:
         """Everything queued so far built and exported (spans and logs; metrics are periodic)."""
-        self.backlog.drain()
+        self.emitter.drain()
         self.telemetry.tracer_provider.force_flush(10_000)
         self.telemetry.logger_provider.force_flush(10_000)
 
@@ -104,7 +103,7 @@ class Plugin:
 
 def _timed(fn: Callable[[int], Any], calls: int, pace_s: float = 0.0) -> list[float]:
     """Per-call wall times; with `pace_s`, the caller idles between calls as an agent does while its
-    model thinks (the builder and exporters run then, as they would)."""
+    model thinks (the records thread and exporters run then, as they would)."""
     times = []
     clock, sleep = time.perf_counter, time.sleep
     for i in range(calls):
@@ -118,7 +117,7 @@ def _timed(fn: Callable[[int], Any], calls: int, pace_s: float = 0.0) -> list[fl
 
 class Round:
     """One round's clocks: wall time per call, the agent thread's CPU, and the whole process's CPU
-    (builder and exporter threads included, up to the end of a flush)."""
+    (records and exporter threads included, up to the end of a flush)."""
 
     def __init__(self, plugin: Plugin, fn: Callable[[int], Any], calls: int, pace_s: float = 0.0) -> None:
         cpu, thread = time.process_time(), time.thread_time()
@@ -132,10 +131,10 @@ def measure(plugin: Plugin, fn: Callable[[int], Any], calls: int = CALLS, rounds
             floor: Callable[[int], Any] | None = None) -> dict:
     """Alternate plugin-on and plugin-off rounds; medians in µs.
 
-    Tight rounds (calls back to back, warm caches; a round is shorter than the builder's linger, so
-    the builder does its part after the round, and the round's process CPU includes it) give the
+    Tight rounds (calls back to back, warm caches; the round's process CPU includes the records
+    thread's work, drained at its end) give the
     agent-thread and total figures. Paced rounds (the agent idles between calls, as while its model
-    thinks; caches go cold, the builder and exporters run in between) give the cold figure. With
+    thinks; caches go cold, the records thread and exporters run in between) give the cold figure. With
     `floor` (the same telemetry emitted straight through the SDK), a floor round follows each tight
     pair, so that the ratio compares rounds run under the same conditions.
     """
@@ -203,11 +202,11 @@ class _Capture(SpanProcessor):
 
 def capture_one(plugin: Plugin, fn: Callable[[int], Any]) -> list[tuple]:
     """The spans, log records and metric points one call emits, as the SDK receives them."""
-    backlog, capture = plugin.backlog, plugin.capture
-    backlog.drain()
+    emitter, capture = plugin.emitter, plugin.capture
+    emitter.drain()
     ops: list[tuple] = []
     # Metric points are seen where every instrument of the provider hands them to the SDK (a private
-    # attribute, fine for a benchmark), wherever they were recorded: agent's thread or builder.
+    # attribute, fine for a benchmark).
     consumer = plugin.telemetry.meter_provider._measurement_consumer
     consume = consumer.consume_measurement
 
@@ -221,7 +220,7 @@ def capture_one(plugin: Plugin, fn: Callable[[int], Any]) -> list[tuple]:
     capture.on = True
     try:
         fn(10**6)
-        backlog.drain()
+        emitter.drain()
     finally:
         capture.on = False
         del consumer.consume_measurement
@@ -296,18 +295,18 @@ def history_rows(plugin: Plugin) -> list[dict]:
 
 
 def throughput(plugin: Plugin) -> dict:
-    """Observer events per second into the pipeline (one hook call = one log record), builder included."""
+    """Observer events per second into the pipeline (one hook call = one log record), records thread included."""
     manager = get_plugin_manager()
     payload = {"telemetry_schema_version": drivers.V1, "session_id": "s", "turn_id": "s:t:1", "platform": "cli",
                "model": drivers.MODEL, "tool_name": "terminal", "status": "ok", "duration_ms": 3}
     plugin.on()
-    plugin.backlog.drain()
+    plugin.emitter.drain()
     count = CALLS * 20
     started = time.perf_counter()
     for _ in range(count):
         manager.invoke_hook("transform_terminal_output", **payload)
     hot = time.perf_counter() - started
-    plugin.backlog.drain()
+    plugin.emitter.drain()
     elapsed = time.perf_counter() - started
     return {"events": count, "events_per_s": round(count / elapsed), "agent_thread_events_per_s": round(count / hot)}
 
@@ -325,27 +324,27 @@ def memory(plugin: Plugin, label: str) -> dict:
     messages = drivers.history(10)
     for i in range(500):  # warm-up: caches, first allocations
         hermes.turn(i, messages)
-    plugin.backlog.drain()
+    plugin.emitter.drain()
     gc.collect()
     before = _rss_mb()
     for i in range(SOAK_TURNS):
         hermes.turn(i, messages)
         if i % 50 == 49:
-            # An agent waits on its model between turns; the builder works then. A tight loop
+            # An agent waits on its model between turns; the records thread works then. A tight loop
             # gives it no such time, so do its work here (on this thread) every 50 turns.
-            plugin.backlog.drain()
-    plugin.backlog.drain()
+            plugin.emitter.drain()
+    plugin.emitter.drain()
     gc.collect()
     after = _rss_mb()
     tracker = runtime.current_tracker()
     return {"case": f"{SOAK_TURNS} turns, {label}", "rss_before_mb": round(before, 1), "rss_after_mb": round(after, 1),
             "growth_mb": round(after - before, 1), "open_turns": tracker.open_turns() if tracker else None,
-            "backlog_dropped": plugin.backlog.dropped}
+            "records_dropped": plugin.emitter.dropped}
 
 
 def latency(plugin: Plugin, label: str, turns: int = LATENCY_TURNS) -> dict:
     """Per-turn time as the agent sees it, with the agent idle between turns as while waiting on its model
-    (15-30 ms, varied so that turns do not fall into step with the builder's or the exporters' timers)."""
+    (15-30 ms, varied so that turns do not fall into step with the exporters' timers)."""
     hermes = drivers.Hermes()
     messages = drivers.history(10)
     samples = {"on": [], "off": []}
@@ -356,7 +355,7 @@ def latency(plugin: Plugin, label: str, turns: int = LATENCY_TURNS) -> dict:
             started = time.perf_counter()
             hermes.turn(i, messages)
             samples[side].append(time.perf_counter() - started)
-            time.sleep(thinking.uniform(0.015, 0.03))  # the model thinks: the builder and exporters run now
+            time.sleep(thinking.uniform(0.015, 0.03))  # the model thinks: the records thread and exporters run now
     plugin.on()
 
     def pct(values: list[float], q: float) -> float:
@@ -439,7 +438,6 @@ def main() -> int:
         ):
             plugin = Plugin(env)
             dropped_before = dict(health.dropped)
-            assert isinstance(plugin.telemetry.tracer, DeferredTracer)
             per_call += per_call_rows(plugin, label)
             if label == "embedded files":
                 report["history"] = history_rows(plugin)
@@ -493,9 +491,9 @@ def markdown(report: dict) -> str:
         exit_s = report["exit_s"].get(lat["case"])
         lines.append(f"| {lat['case']} | {lat['added_p50_us']:.0f} µs | {lat['added_p99_us']:.0f} µs | "
                      f"{'' if exit_s is None else f'{exit_s:.2f} s'} |")
-    lines += ["", "| memory over the soak | RSS growth | dropped by the builder |", "|---|---|---|"]
+    lines += ["", "| memory over the soak | RSS growth | records dropped |", "|---|---|---|"]
     for m in report["memory"]:
-        lines.append(f"| {m['case']} | {m['growth_mb']:.1f} MB | {m['backlog_dropped']} |")
+        lines.append(f"| {m['case']} | {m['growth_mb']:.1f} MB | {m['records_dropped']} |")
     t = report["throughput"]
     ratio = report["history_ratio_1000_vs_10"]
     lines += ["", f"History 1000 vs 10 messages, added per turn: {ratio.get('agent_wall_us')}× on the agent's "

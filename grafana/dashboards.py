@@ -20,11 +20,13 @@ from grafana_foundation_sdk.builders import tempo as gt
 from grafana_foundation_sdk.builders import timeseries as gts
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as gm
+from grafana_foundation_sdk.models import tempo as gtm
 
 OUT = Path(__file__).resolve().parent / "dashboards"
 PROM = gm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 TEMPO = gm.DataSourceRef(type_val="tempo", uid="${tempo}")
 RATE = "$__rate_interval"
+BUDGET_DEFAULT = "100"  # USD a month, the `budget` variable's default
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class PromPanel:
     unit: str
     queries: tuple[Query, ...]
     kind: str = "timeseries"  # or "table"
+    interval: str = ""  # the smallest step (e.g. "1d" for per-day bars)
+    time_from: str = ""  # the panel's own time range (e.g. "now/M": this month so far)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class TracePanel:
     title: str
     description: str
     traceql: str
+    metrics: bool = False  # a TraceQL metrics query (one value per series over the time range)
 
 
 def _quantile(q: float, metric: str, by: str, selector: str = "") -> str:
@@ -77,6 +82,39 @@ def _ratio(metric: str) -> str:
     errors = f'sum(rate({metric}_count{{error_type!=""}}[{RATE}]))'
     return f"({errors} or vector(0)) / sum(rate({metric}_count[{RATE}]))"
 
+
+COST = "hermes_usage_cost_total"
+_MONTH_ELAPSED = "(((day_of_month() - 1) * 86400 + time() % 86400) / (days_in_month() * 86400))"
+
+COST_PANELS: tuple[PromPanel, ...] = (
+    PromPanel("Cost per day by model", "Estimated USD per day (Hermes's own pricing of every provider attempt), by "
+              "the model Hermes priced.", "currencyUSD",
+              (Query(f'sum by (gen_ai_request_model) (increase({COST}{{gen_ai_request_model=~"$model"}}[1d]))',
+                     "{{gen_ai_request_model}}"),), interval="1d"),
+    PromPanel("Cost per day by profile", "Estimated USD per day by Hermes profile.", "currencyUSD",
+              (Query(f"sum by (hermes_profile) (increase({COST}[1d]))", "{{hermes_profile}}"),), interval="1d"),
+    PromPanel("Burn rate", "Estimated USD per hour, against the hourly pace that spends the monthly $budget "
+              "evenly.", "currencyUSD",
+              (Query(f"sum(rate({COST}[{RATE}])) * 3600", "USD/hour"),
+               Query("$budget / (days_in_month() * 24)", "budget pace (USD/hour)"))),
+    PromPanel("Month to date against budget", "This calendar month so far, the month's projection at this pace, "
+              "and the monthly $budget (USD).", "currencyUSD",
+              (Query(f"sum(increase({COST}[$__range]))", "month to date", instant=True),
+               Query(f"sum(increase({COST}[$__range])) / {_MONTH_ELAPSED}", "projected month", instant=True),
+               Query("vector($budget)", "budget", instant=True)),
+              kind="table", time_from="now/M"),
+)
+
+OVERVIEW_TRACES: dict[str, tuple[TracePanel, ...]] = {
+    "Cost": (
+        TracePanel("Top sessions by cost", "The 10 sessions whose provider attempts cost most in the time range "
+                   "(Tempo TraceQL metrics over chat spans; a subagent's session is its own row). "
+                   "`hermes-otel cost --by session` gives the same from the local files.",
+                   '{ span.gen_ai.operation.name = "chat" && span.hermes.usage.cost > 0 } '
+                   "| sum_over_time(span.hermes.usage.cost) by (span.gen_ai.conversation.id) | topk(10)",
+                   metrics=True),
+    ),
+}
 
 OVERVIEW: dict[str, tuple[PromPanel, ...]] = {
     "Agent": (
@@ -107,6 +145,7 @@ OVERVIEW: dict[str, tuple[PromPanel, ...]] = {
                          f"(increase(hermes_api_errors_total[{RATE}]))",
                          "{{hermes_api_error_reason}} {{http_response_status_code}}"),)),
     ),
+    "Cost": COST_PANELS,
     "Tools": (
         PromPanel("Tool error ranking", "Tools whose calls failed, were blocked or cancelled, most first (time range).",
                   "short",
@@ -204,6 +243,10 @@ def _prom_panel(panel: PromPanel, pid: int, width: int):
     builder = gtable.Panel() if panel.kind == "table" else gts.Panel()
     builder = builder.id(pid).title(panel.title).description(panel.description).unit(panel.unit)
     builder = builder.datasource(PROM).height(8).span(width)
+    if panel.interval:
+        builder = builder.interval(panel.interval)
+    if panel.time_from:
+        builder = builder.time_from(panel.time_from)
     for ref, query in zip("ABCDEFGH", panel.queries):
         target = gp.Dataquery().ref_id(ref).expr(query.expr).datasource(PROM)
         target = target.instant() if query.instant else target.range()
@@ -215,7 +258,7 @@ def _prom_panel(panel: PromPanel, pid: int, width: int):
     return builder
 
 
-def _variables(board, tempo: bool):
+def _variables(board, tempo: bool, budget: bool = False):
     board = board.with_variable(
         gd.DatasourceVariable("datasource").label("Prometheus").type("prometheus")
     ).with_variable(
@@ -225,18 +268,33 @@ def _variables(board, tempo: bool):
     )
     if tempo:
         board = board.with_variable(gd.DatasourceVariable("tempo").label("Tempo").type("tempo"))
+    if tempo and not budget:
         board = board.with_variable(gd.TextBoxVariable("conversation").label("Conversation id"))
+    if budget:
+        board = board.with_variable(gd.TextBoxVariable("budget").label("Monthly budget (USD)")
+                                    .default_value(BUDGET_DEFAULT))
     return board
+
+
+def _trace_panel(panel: TracePanel, pid: int, width: int):
+    target = gt.TempoQuery().ref_id("A").query_type("traceql").query(panel.traceql).datasource(TEMPO)
+    target = target.metrics_query_type(gtm.MetricsQueryType.INSTANT) if panel.metrics else target.limit(20)
+    return (gtable.Panel().id(pid).title(panel.title).description(panel.description).datasource(TEMPO)
+            .height(8).span(width).with_target(target))
 
 
 def overview() -> dict:
     board = gd.Dashboard("Hermes / Ops overview").uid("hermes-ops-overview").tags(["hermes", "genai", "otel"])
-    board = _variables(board.refresh("30s").time("now-6h", "now"), tempo=False)
+    board = _variables(board.refresh("30s").time("now-6h", "now"), tempo=True, budget=True)
     ids = _ids()
     for row, panels in OVERVIEW.items():
         board = board.with_row(gd.Row(row).id(next(ids)))
+        traces = OVERVIEW_TRACES.get(row, ())
+        width = 24 // min(len(panels) + len(traces), 3)
         for panel in panels:
-            board = board.with_panel(_prom_panel(panel, next(ids), 24 // min(len(panels), 3)))
+            board = board.with_panel(_prom_panel(panel, next(ids), width))
+        for panel in traces:
+            board = board.with_panel(_trace_panel(panel, next(ids), width))
     return _json(board)
 
 
@@ -249,11 +307,7 @@ def drilldown() -> dict:
         board = board.with_panel(_prom_panel(panel, next(ids), 12))
     board = board.with_row(gd.Row("Traces (Tempo, TraceQL)").id(next(ids)))
     for panel in DRILLDOWN_TRACES:
-        target = gt.TempoQuery().ref_id("A").query_type("traceql").query(panel.traceql).limit(20).datasource(TEMPO)
-        board = board.with_panel(
-            gtable.Panel().id(next(ids)).title(panel.title).description(panel.description).datasource(TEMPO)
-            .height(8).span(12).with_target(target)
-        )
+        board = board.with_panel(_trace_panel(panel, next(ids), 12))
     return _json(board)
 
 

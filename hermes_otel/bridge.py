@@ -21,10 +21,10 @@ from opentelemetry.trace import Span
 
 from . import _log, content
 from . import semconv as sc
-from .deferred import Backlog, Inline, immediate
+from .emitter import Emitter, Inline
 from .middleware.contract import OBSERVER_SCHEMA_VERSION
 from .safety import report, safely
-from .tracker import Tracker
+from .tracking import Tracker
 
 SCHEMA_ATTR = "hermes.telemetry_schema_version"
 HOOK_ATTR = "hermes.observer.hook"
@@ -60,6 +60,9 @@ CONTENT_KEYS = (
 
 _STRING_ATTRS = {key: f"hermes.{key}" for key in STRING_KEYS}
 
+# The records that end a turn (`on_session_end`) or the session: they carry the session's cost so far.
+SESSION_COST_HOOKS = frozenset({"on_session_end", "on_session_finalize", "on_session_reset"})
+
 
 def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
     """Ids, enum-like strings and numeric/bool scalars; never content. One pass over the payload."""
@@ -78,16 +81,17 @@ def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
 
 class ObserverBridge:
     def __init__(
-        self, tracker: Tracker, logger, meter=None, capture: str = "NO_CONTENT", backlog: Backlog | Inline | None = None
+        self, tracker: Tracker, logger, meter=None, capture: str = "NO_CONTENT", emitter: Emitter | Inline | None = None
     ) -> None:
         self._tracker = tracker
         self._logger = logger
         self._capture = capture
         self._metrics = _Instruments(meter) if meter is not None else None
-        self._backlog = backlog if backlog is not None else Inline()
+        self._emitter = emitter if emitter is not None else Inline()
         self._content_in_events = content.in_events(capture)
 
     def on_hook(self, hook: str, payload: Mapping[str, Any]) -> None:
+        timestamp = time.time_ns()  # when Hermes called the hook, before any work of ours
         schema = payload.get("telemetry_schema_version")
         if not (type(schema) is str and schema == OBSERVER_SCHEMA_VERSION):  # hostile objects may fail __eq__
             _log.once(
@@ -109,11 +113,15 @@ class ObserverBridge:
             # Content is read now: the objects behind it may change once the hook returns.
             body = {k: content.sanitize(payload[k]) for k in CONTENT_KEYS if k in payload}
         # `payload` is this call's own kwargs dict and attributes read only its immutable
-        # scalars, so the record can be built later, off the agent's thread.
-        self._backlog.defer(self._emit_record, hook, payload, span, time.time_ns(), body)
+        # scalars, so the record (and the counter it feeds) can be made later, off the agent's thread.
+        self._emitter.submit(self._emit_record, hook, payload, span, timestamp, body)
 
     def _emit_record(self, hook: str, payload: Mapping[str, Any], span, timestamp: int, body) -> None:
         context = trace.set_span_in_context(span) if span is not None else None
+        attributes = _attributes(hook, payload)
+        costs = getattr(self._tracker, "costs", None)
+        if costs is not None and hook in SESSION_COST_HOOKS:  # cost: the session's total so far, on its end records
+            attributes.update(costs.session_attributes(payload.get("session_id")))
         self._logger.emit(
             timestamp=timestamp,
             observed_timestamp=timestamp,
@@ -121,7 +129,7 @@ class ObserverBridge:
             severity_number=SeverityNumber.INFO,
             severity_text="INFO",
             body=body or None,
-            attributes=_attributes(hook, payload),
+            attributes=attributes,
             event_name=EVENT_PREFIX + hook,
         )
         count = _COUNTERS.get(hook)
@@ -213,7 +221,7 @@ _SPAN_HANDLERS: dict[str, Handler] = {
 }
 
 
-# -- counters, counted on the builder with the hook's record ------------------------------
+# -- counters, counted with the hook's record (one unit on the records thread) ---------------
 
 
 def _count_tool_call(metrics: "_Instruments", payload: Mapping[str, Any], context) -> None:
@@ -253,15 +261,15 @@ def _messages(role: str, text: Any) -> str:
 
 
 class _Instruments:
-    """The bridge's counters, as recorders that run at once (they are called on the builder)."""
+    """The bridge's counters (their `add`)."""
 
     def __init__(self, meter) -> None:
-        self.tool_calls = immediate(meter.create_counter(
+        self.tool_calls = meter.create_counter(
             "hermes.tool.calls", unit="{call}", description="Tool calls by tool and Hermes's status"
-        ))
-        self.api_errors = immediate(meter.create_counter(
+        ).add
+        self.api_errors = meter.create_counter(
             "hermes.api.errors", unit="{error}", description="Failed provider attempts by reason and status code"
-        ))
-        self.approvals = immediate(meter.create_counter(
+        ).add
+        self.approvals = meter.create_counter(
             "hermes.approvals", unit="{decision}", description="Approval decisions by choice and surface"
-        ))
+        ).add

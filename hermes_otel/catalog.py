@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import cost
 from . import semconv as sc
-from .bridge import CONTENT_KEYS, HOOK_ATTR, KNOWN_HOOKS, SCHEMA_ATTR, STRING_KEYS
+from .bridge import CONTENT_KEYS, HOOK_ATTR, KNOWN_HOOKS, SCHEMA_ATTR, SESSION_COST_HOOKS, STRING_KEYS
 from .middleware import layers as mw
 from .semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 
@@ -49,7 +50,11 @@ ATTRIBUTES: dict[str, str] = {
     sc.REQUEST_CHOICE_COUNT: "`n`, when set.",
     sc.REQUEST_STREAM: "Whether the response was streamed (from the request, or Hermes's streamed response object).",
     sc.RESPONSE_MODEL: "Model named in the provider's response.",
-    sc.RESPONSE_ID: "Response id.",
+    sc.RESPONSE_ID: "The provider's response id (non-streamed responses; Hermes's streamed responses carry an id of "
+                    "its own, exported as `hermes.response.id`).",
+    sc.HERMES_RESPONSE_ID: "The id Hermes gave a streamed response (`stream-<uuid>`); not the provider's.",
+    sc.RESPONSE_STUB: "`partial_stream` when the stream broke off and Hermes stood in a stub response (its finish "
+                      "reason is Hermes's, so `gen_ai.response.finish_reasons` is left out).",
     sc.RESPONSE_FINISH_REASONS: "Finish reason of each choice (or stop reason / status for other APIs).",
     sc.USAGE_INPUT: "Input (prompt) tokens.",
     sc.USAGE_OUTPUT: "Output (completion) tokens.",
@@ -73,8 +78,10 @@ ATTRIBUTES: dict[str, str] = {
     sc.TOOL_STATUS: "Hermes's verdict from `post_tool_call`: `ok`, `error`, `blocked` or `cancelled`.",
     sc.TURN_COMPLETED: "Whether the turn completed (`on_session_end`).",
     sc.TURN_INTERRUPTED: "Whether the turn was interrupted (`on_session_end`).",
-    sc.TURN_END_REASON: "Why a turn span was ended by us rather than by `on_session_end`: `evicted`, `shutdown`, "
-    "`disabled` (telemetry was turned off while the turn ran), `plugin_unloaded` (a reload dropped the plugin).",
+    sc.TURN_END_REASON: "Why a turn span was ended by us rather than by Hermes's `on_session_end`: `session_closed` "
+                        "(the session ended first: `on_session_finalize` / `on_session_reset`, or Hermes gave up after "
+                        "its retries, which fires no `on_session_end`), `shutdown` (process exit), `plugin_unloaded`, "
+                        "`ttl` (open longer than the turn TTL), `evicted` (more open turns than the cap).",
     "gen_ai.token.type": "`input` or `output` (metric attribute).",
     sc.API_RETRY_COUNT: "From `api_request_error`: retries so far.",
     sc.API_MAX_RETRIES: "From `api_request_error`: the retry budget.",
@@ -109,7 +116,26 @@ ATTRIBUTES: dict[str, str] = {
     mw.NAME: "A rewrite's `name`, when given.",
     mw.TERMINAL: "On the innermost span of a chain: the real provider or tool call.",
     "hermes.link.type": "On a turn's span link: `previous_turn`.",
-    "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof`, `relay` or `builder` (metric attribute).",
+    cost.USAGE_COST: "Estimated cost of the attempt in USD, by Hermes's own pricing (`estimate_usage_cost`) on its "
+    "normalised usage; absent when unknown. The semantic conventions define no cost attribute yet. Also the "
+    "name of the counter.",
+    cost.USAGE_COST_STATUS: "Hermes's cost status: `estimated`, `included` (a subscription route), `actual` or "
+    "`unknown`.",
+    cost.USAGE_COST_SOURCE: "Where Hermes's price came from: `official_docs_snapshot`, `provider_models_api`, "
+    "`none`, ...",
+    cost.USAGE_PRICING_VERSION: "Hermes's pricing version of the price used (e.g. `anthropic-pricing-2026-05`).",
+    cost.USAGE_COST_REASON: "Why the cost is `unknown`: `not_cached` (Hermes has not fetched this route's prices; "
+    "we never fetch), `no_price`, `no_usage`, `pricing_unavailable`.",
+    cost.TURN_COST: "The turn's total in USD: every priced attempt in its trace, subagents and failed attempts "
+    "that used tokens included.",
+    cost.TURN_COST_STATUS: "`estimated`, `included`, `partial` (some attempts could not be priced) or `unknown`.",
+    cost.SUBAGENT_COST: "The subagent's total in USD (its whole subtree).",
+    cost.SUBAGENT_COST_STATUS: "As for the turn: `estimated`, `included`, `partial` or `unknown`.",
+    cost.SESSION_COST: "On the session's end records: the session's total so far in USD (its subagents' included, "
+    "as Hermes counts them).",
+    cost.SESSION_COST_STATUS: "As for the turn: `estimated`, `included`, `partial` or `unknown`.",
+    cost.PROFILE: "The Hermes profile the process runs (`default`, a profile name, or `custom`).",
+    "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof` or `relay` (metric attribute).",
     "hermes.otel.spool.reason": "Why a spooled batch was removed unsent: `size` or `age` (over `spool_max_mb` / "
     "`spool_max_age`), `rejected` (the endpoint refused it as malformed: HTTP 400, 413, 422 or gRPC INVALID_ARGUMENT), "
     "`unreadable` (no readable request in it) (metric attribute).",
@@ -120,10 +146,13 @@ SPANS: tuple[SpanDoc, ...] = (
         "invoke_agent hermes",
         "INTERNAL",
         "One per user turn, the root of its trace: from the turn's first hook or middleware call to `on_session_end`. "
-        "Links to the previous turn's root of the same session. Status ERROR when interrupted or incomplete.",
+        "Links to the previous turn's root of the same session. Only a turn Hermes reports completed is not an error: "
+        "interrupted, incomplete, given up after failed provider attempts, or ended by us (`hermes.turn.end_reason`) "
+        "is status ERROR with `error.type` (`interrupted`, the failed attempt's error type, `incomplete`, or the end "
+        "reason).",
         (sc.OPERATION, sc.AGENT_NAME, sc.CONVERSATION_ID, sc.TURN_ID, sc.TASK_ID, sc.PLATFORM, sc.REQUEST_MODEL,
-         sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, "gen_ai.input.messages",
-         "gen_ai.output.messages"),
+         sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, sc.ERROR_TYPE, "gen_ai.input.messages",
+         "gen_ai.output.messages", cost.TURN_COST, cost.TURN_COST_STATUS, cost.PROFILE),
     ),
     SpanDoc(
         "chat {gen_ai.request.model}",
@@ -133,10 +162,11 @@ SPANS: tuple[SpanDoc, ...] = (
         (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.REQUEST_TEMPERATURE, sc.REQUEST_TOP_P, sc.REQUEST_TOP_K,
          sc.REQUEST_MAX_TOKENS, sc.REQUEST_SEED, sc.REQUEST_STOP, sc.REQUEST_FREQUENCY_PENALTY,
          sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_CHOICE_COUNT, sc.REQUEST_STREAM, sc.RESPONSE_MODEL, sc.RESPONSE_ID,
-         sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT, sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
+         sc.HERMES_RESPONSE_ID, sc.RESPONSE_STUB, sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT, sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
          sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
          sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
-         sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON),
+         sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON, cost.USAGE_COST, cost.USAGE_COST_STATUS,
+         cost.USAGE_COST_SOURCE, cost.USAGE_PRICING_VERSION, cost.USAGE_COST_REASON),
     ),
     SpanDoc(
         "execute_tool {gen_ai.tool.name}",
@@ -160,7 +190,7 @@ SPANS: tuple[SpanDoc, ...] = (
         "A subagent's life (`subagent_start` to `subagent_stop`) under the parent's `delegate_task` tool span; "
         "the child's turn roots nest under it.",
         (sc.SUBAGENT_ROLE, sc.SUBAGENT_GOAL_CHARS, sc.SUBAGENT_STATUS, sc.SUBAGENT_DURATION_MS,
-         sc.SUBAGENT_CHILD_SESSION, sc.SUBAGENT_ID, sc.CONVERSATION_ID),
+         sc.SUBAGENT_CHILD_SESSION, sc.SUBAGENT_ID, sc.CONVERSATION_ID, cost.SUBAGENT_COST, cost.SUBAGENT_COST_STATUS),
     ),
 )
 
@@ -243,10 +273,16 @@ METRICS: tuple[MetricDoc, ...] = (
     ),
     MetricDoc(
         "hermes.otel.exporter.dropped", "counter", "{item}",
-        "Telemetry items hermes-otel could not deliver (failed exports after retries, full queues), by signal "
-        "(`traces`, `logs`, `metrics` always, 0 when healthy; `atof`, `relay`, and `builder` for work the "
-        "background builder's full queue refused, once they drop).",
+        "Telemetry items hermes-otel could not deliver (failed exports after retries, full export queues, observer "
+        "records the full records queue refused), by signal (`traces`, `logs`, `metrics` always, 0 when healthy; "
+        "`atof` and `relay` once they drop).",
         ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        cost.COST_METRIC, "counter", cost.COST_UNIT,
+        "Estimated cost in USD of provider attempts (those Hermes could price), with an exemplar pointing at the "
+        "attempt's span.",
+        (sc.PROVIDER, sc.REQUEST_MODEL, sc.PLATFORM, cost.PROFILE, sc.SUBAGENT_ROLE),
     ),
     MetricDoc(
         "hermes.otel.spool.size", "gauge", "By",
@@ -269,6 +305,11 @@ METRICS: tuple[MetricDoc, ...] = (
         ("hermes.otel.signal", "hermes.otel.spool.reason"),
     ),
 )
+
+# Attributes some log records carry beyond the payload's own: hook -> attributes.
+LOG_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    hook: (cost.SESSION_COST, cost.SESSION_COST_STATUS) for hook in sorted(SESSION_COST_HOOKS)
+}
 
 RESOURCE: dict[str, str] = {
     "service.name": "`hermes-agent` unless configured.",
@@ -316,6 +357,11 @@ def telemetry_markdown() -> str:
         "| `hermes.<key>` | For the payload keys " + ", ".join(f"`{k}`" for k in STRING_KEYS)
         + " (ids and short enum-like strings), and for every boolean or numeric field of the payload "
         "(durations, counts, flags). Never content. |",
+        "",
+        "The records of " + ", ".join(f"`{h}`" for h in LOG_ATTRIBUTES) + " (a turn's end, the session's end) "
+        "also carry the session's cost so far:",
+        "",
+        *_table((a, ATTRIBUTES[a]) for a in sorted({a for attrs in LOG_ATTRIBUTES.values() for a in attrs})),
         "",
         "The body holds content only under capture (`EVENT_ONLY`, `SPAN_AND_EVENT`): the payload's "
         + ", ".join(f"`{k}`" for k in CONTENT_KEYS)

@@ -1,4 +1,4 @@
-"""`hermes-otel`: enable, disable, demo, view, doctor, spool, config validate, config keys."""
+"""`hermes-otel`: enable, disable, demo, view, cost, doctor, spool, config validate, config keys."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Sequence
 
@@ -52,6 +53,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     show.add_argument("--width", type=_positive, default=None)
 
+    from . import cost_report
+
+    spent = sub.add_parser("cost", help="what the recorded runs cost, by session, turn, model, profile, subagent or day")
+    cost_report.add_arguments(spent)
+
     sub.add_parser("doctor", help="check installation, enablement, configuration and endpoints")
 
     from . import spool_cli
@@ -73,6 +79,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return demo_cmd.run(keep=args.keep, ascii=args.ascii)
     if args.command == "view":
         return cmd_view(args)
+    if args.command == "cost":
+        return cost_report.run(args, _default_otel_dir)
     if args.command == "doctor":
         return cmd_doctor()
     if args.command == "spool":
@@ -207,29 +215,38 @@ def _check_runtime(report: _Report, settings: config.Settings) -> None:
     plan = settings
     if settings.relay_handoff:
         plan = _check_handoff(report, settings)
-    checks: list[tuple[str, str, object]] = []  # (label, consequence, probe call)
+    checks: list[tuple[str, str, object, bool]] = []  # (label, consequence, probe call, a fault if it fails)
     for signal, target in plan.otlp.items():
         checks.append((f"{signal} endpoint {masking.mask_url(target.endpoint)} ({target.protocol})",
-                       f"{signal} will be dropped", _otlp_probe(signal, target)))
+                       f"{signal} will be dropped", _otlp_probe(signal, target), True))
     for endpoint in plan.relay_span_endpoints:
         target = endpoint.target
         checks.append((f"observability endpoint ({endpoint.type}) {masking.mask_url(target.endpoint)} "
-                       f"({target.protocol})", "spans for it will be dropped", _otlp_probe("traces", target)))
+                       f"({target.protocol})", "spans for it will be dropped", _otlp_probe("traces", target), True))
     for signal, targets in (("logs", plan.relay_log_targets), ("metrics", plan.relay_metric_targets)):
         for target in targets:
             checks.append((f"observability {signal} endpoint {masking.mask_url(target.endpoint)}",
-                           f"{signal} for it will be dropped", _otlp_probe(signal, target)))
+                           f"{signal} for it will be dropped", _otlp_probe(signal, target), True))
     for sink in plan.atof_sinks:
         if hasattr(sink, "url"):
             headers = sink.resolved_headers()
             checks.append((f"ATOF stream sink {sink.name!r} {masking.mask_url(sink.url)} ({sink.transport})",
                            "its events will be dropped",
-                           lambda s=sink, h=headers: probe.atof_stream(s.url, s.transport, h)))
+                           lambda s=sink, h=headers: probe.atof_stream(s.url, s.transport, h), True))
+    health = _health_check_url(plan)
+    if health is not None:
+        url, configured = health
+        consequence = ("check the Collector's logs" if configured
+                       else "no health_check there; set collector.health_check to your Collector's")
+        checks.append((f"Collector health_check {masking.mask_url(url)}", consequence,
+                       lambda: probe.health_check(url), configured))
     with ThreadPoolExecutor(max_workers=8) as pool:  # all at once: a dead endpoint costs its timeout once
         answers = list(pool.map(lambda check: check[2](), checks))
-    for (label, consequence, _), answer in zip(checks, answers, strict=True):
+    for (label, consequence, _, required), answer in zip(checks, answers, strict=True):
         if answer.ok:
             report.ok(f"{label}: {answer.text}")
+        elif not required:  # a guess at where a health_check might be: not finding one is news, not a fault
+            report.note(f"{label}: {answer.text}: {consequence}")
         else:
             report.fail(f"{label}: {answer.text}: {consequence}")
     files = ("traces.jsonl", "logs.jsonl", "metrics.jsonl")
@@ -245,6 +262,19 @@ def _check_runtime(report: _Report, settings: config.Settings) -> None:
 
     for level, text in spool_cli.doctor_lines(plan):
         getattr(report, level)(text)
+
+
+def _health_check_url(settings: config.Settings) -> tuple[str, bool] | None:
+    """(the Collector's health_check URL, whether it was configured), else a guess from the OTLP endpoint's host."""
+    if settings.collector_health_check:
+        return settings.collector_health_check, True
+    target = settings.otlp.get("traces") or next(iter(settings.otlp.values()), None)
+    if target is None:
+        return None
+    host = urllib.parse.urlsplit(target.endpoint if "://" in target.endpoint else f"http://{target.endpoint}").hostname
+    if not host:
+        return None
+    return f"http://{f'[{host}]' if ':' in host else host}:13133/", False
 
 
 def _otlp_probe(signal: str, target: config.OTLPTarget):

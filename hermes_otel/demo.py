@@ -17,14 +17,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import enable, view
+from . import cost, enable, view
 
 PROMPT = "Run `echo hello from hermes-otel` in the terminal and tell me what it printed."
 DEMO_PLUGIN = Path(__file__).with_name("testing") / "demo_plugin"
 
 
 def run(keep: bool = False, ascii: bool = False) -> int:
-    from .testing.fake_llm import FakeLLMServer, demo_script
+    from .testing.fake_llm import DEMO_PRICES, FakeLLMServer, demo_script
 
     hermes = enable.hermes_executable()
     if hermes is None:
@@ -34,7 +34,7 @@ def run(keep: bool = False, ascii: bool = False) -> int:
     otel_dir = home / "otel"
     ok = False
     try:
-        with FakeLLMServer(demo_script()) as server:
+        with FakeLLMServer(demo_script(), pricing=DEMO_PRICES) as server:
             env = _demo_env(home, server.base_url, otel_dir)
             print(f"$ hermes-otel enable   (HERMES_HOME={home}; a sample middleware plugin is installed next to it)")
             said = io.StringIO()
@@ -66,6 +66,7 @@ def run(keep: bool = False, ascii: bool = False) -> int:
             return 1
         width = shutil.get_terminal_size((120, 24)).columns
         sys.stdout.write(view.render(traces, width=width, color=sys.stdout.isatty(), ascii=ascii))
+        print("\n" + _cost_note(traces))
         ok = True
         return 0
     finally:
@@ -108,3 +109,17 @@ def _demo_env(home: Path, base_url: str, otel_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OTEL_SDK_DISABLED"))}
     env.update(HERMES_HOME=str(home), HERMES_OTEL_PLUGINS_TOML=str(plugins_toml), NO_COLOR="1")
     return env
+
+
+def _cost_note(traces: list[view.Trace]) -> str:
+    """What the turn cost, or why that is unknown, in a sentence."""
+    roots = [root["attributes"] for trace in traces for root in trace.roots if root["name"].startswith("invoke_agent")]
+    spent = [a[cost.TURN_COST] for a in roots if isinstance(a.get(cost.TURN_COST), (int, float))]
+    if spent:
+        return (f"Cost: {cost.format_usd(sum(spent))} for the turn, each model call priced by Hermes's own pricing "
+                "(the scripted model publishes its prices on /v1/models, as OpenAI-compatible servers may). "
+                "`hermes-otel cost` breaks it down.")
+    chats = [s["attributes"] for trace in traces for s in trace.spans if s["name"].startswith("chat")]
+    reasons = sorted({str(a.get(cost.USAGE_COST_REASON)) for a in chats if a.get(cost.USAGE_COST_REASON)})
+    why = "; ".join(cost.REASONS.get(r, r) for r in reasons) or "no call reported its usage"
+    return f"Cost: unknown ({why}). See docs/cost.md: What did it cost?"

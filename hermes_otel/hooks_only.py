@@ -18,7 +18,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Mapping
 
 from .safety import report
-from .tracker import Call, Tracker
+from .tracking import Call, Tracker
 
 TrackerSource = Callable[[], "Tracker | None"]
 _MAX_OPEN = 1024  # open attempts kept; the oldest is ended when more are open (a lost post_api_request)

@@ -124,13 +124,8 @@ def _looks_like_token(user: str) -> bool:
     return len(user) >= 16 or redact_text(user) != user
 
 
-# -- logging -----------------------------------------------------------------------------------------------------
-
-# Loggers that report our exports: our own, the OTLP exporters', and the SDK's processors and resource detector.
-LOGGERS = (
-    "hermes_otel",
-    "hermes_otel.middleware",
-    "opentelemetry.exporter.otlp.proto.common._internal",
+# Loggers the OTLP exporters (HTTP and gRPC) report retries and failures on.
+OTLP_EXPORTER_LOGGERS = (
     "opentelemetry.exporter.otlp.common.http",
     "opentelemetry.exporter.otlp.proto.http._common",
     "opentelemetry.exporter.otlp.proto.http.trace_exporter",
@@ -140,12 +135,24 @@ LOGGERS = (
     "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
     "opentelemetry.exporter.otlp.proto.grpc._log_exporter",
     "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
+)
+
+
+# -- logging -----------------------------------------------------------------------------------------------------
+
+# Loggers that report our exports: our own, the OTLP exporters', and the SDK's processors and resource detector.
+LOGGERS = (
+    "hermes_otel",
+    "hermes_otel.middleware",
+    "opentelemetry.exporter.otlp.proto.common._internal",
+    *OTLP_EXPORTER_LOGGERS,
     "opentelemetry.sdk._shared_internal",
     "opentelemetry.sdk.trace.export",
     "opentelemetry.sdk._logs._internal.export",
     "opentelemetry.sdk.metrics._internal.export",
     "opentelemetry.sdk.resources",
     "urllib3.connectionpool",
+    "urllib3.util.retry",  # the ATOF stream sink's retries log the URL
 )
 
 

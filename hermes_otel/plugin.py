@@ -30,6 +30,15 @@ def register(ctx: Any) -> None:
         _log.logger.error("hermes-otel: disabled after an internal error during register(): %s", exc, exc_info=True)
 
 
+def _instrumented() -> bool:
+    """Hermes's middleware runners wrapped (once per process), when this Hermes has them."""
+    instrumentor = HermesInstrumentor()
+    if not instrumentor.is_instrumented_by_opentelemetry and instrumentor.available():
+        # Our own check (available) decides; the declared dependency is for tools like opentelemetry-bootstrap.
+        instrumentor.instrument(tracker=runtime.current_tracker, on_unloaded=runtime.stop_tracing, skip_dep_check=True)
+    return instrumentor.is_instrumented_by_opentelemetry
+
+
 def _register(ctx: Any) -> None:
     global _last_mode
     _log.reset()  # a reload makes once-reported problems visible again
@@ -46,9 +55,9 @@ def _register(ctx: Any) -> None:
     tracker = runtime.configure(result.settings)
     if tracker is None:
         mode = "disabled"
-    elif (instrumentor := HermesInstrumentor(runtime.current_tracker, runtime.stop_tracing)).instrument():
+    elif _instrumented():
         mode = "instrumented"
-        instrumentor.adopt_registered(getattr(ctx, "_manager", None))
+        HermesInstrumentor().adopt_registered(getattr(ctx, "_manager", None))
     elif callable(getattr(ctx, "register_middleware", None)):
         mode = "middleware"
         for kind, callback in fallback_middleware(runtime.current_tracker).items():

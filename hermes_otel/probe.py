@@ -117,3 +117,27 @@ def atof_stream(url: str, transport: str, headers: Mapping[str, str], timeout_s:
     if 200 <= status < 300:
         return Answer(True, f"accepted an empty batch: {what}")
     return Answer(False, f"{what} to an empty batch: events will be dropped")
+
+
+def health_check(url: str, timeout_s: float = TIMEOUT_S) -> Answer:
+    """A Collector's `health_check` extension: 200 once every pipeline runs, 503 while it starts or stops."""
+    request = urllib.request.Request(url, method="GET")
+    try:
+        with urllib.request.build_opener(_NoRedirect).open(request, timeout=timeout_s) as response:
+            status, body = response.status, response.read(500)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            status, body = exc.code, exc.read(500)
+    except (OSError, ValueError) as exc:
+        return _unreachable(exc)
+    try:
+        reply = json.loads(body)
+    except ValueError:
+        reply = None
+    if not (isinstance(reply, dict) and isinstance(reply.get("status"), str)):
+        return Answer(False, f"HTTP {status}, but not a Collector health_check answer")
+    said = mask_text(reply["status"])[:80]
+    since = reply.get("upSince")
+    if status == 200:
+        return Answer(True, f"the Collector is ready ({said}" + (f", up since {since})" if isinstance(since, str) else ")"))
+    return Answer(False, f"the Collector is not ready: HTTP {status} ({said})")

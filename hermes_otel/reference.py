@@ -113,7 +113,7 @@ def configuration_markdown() -> str:
         "",
         "With no OTLP endpoint for a signal, that signal is written to `traces.jsonl`, `logs.jsonl` or",
         "`metrics.jsonl` under `file.directory`: one OTLP/JSON export request per line, the encoding the",
-        "Collector's `otlpjsonfile` receiver reads. Files are rotated at `file.max_bytes` keeping",
+        "Collector's `otlp_json_file` receiver reads. Files are rotated at `file.max_bytes` keeping",
         "`file.backups` old files (`traces.jsonl.<n>`, numbered upwards: the highest is the newest), created 0600",
         "in a 0700 directory; several processes may share them (rotation takes a lock, `.traces.jsonl.lock`).",
         "",

@@ -23,11 +23,12 @@ from . import _log, content, telemetry
 from .bridge import ObserverBridge
 from .config import Settings
 from .exporters import delivery
+from .cost import CostLedger
 from .exporters.health import health
 from .exporters.resend import resender, targets_of
 from .exporters.spool import spool_for
 from .safety import safely
-from .tracker import Tracker
+from .tracking import Tracker
 
 _MAX_RETIRED = 2
 
@@ -90,7 +91,8 @@ def configure(settings: Settings) -> Tracker | None:
             return _state.tracker
         if _state.shared is not None:
             tp, mp, lp = _state.shared
-            new = telemetry.Telemetry(settings, tp, mp, lp, owned=False, backlog=telemetry.new_backlog(settings))
+            # The host's pipeline: everything inline (its processors see what an inline SDK call shows them).
+            new = telemetry.Telemetry(settings, tp, mp, lp, owned=False)
             safely(telemetry.observe_drops, mp)
         else:
             delivery.cancel_exit()  # configured again after a shutdown: not exiting after all
@@ -99,7 +101,7 @@ def configure(settings: Settings) -> Tracker | None:
         _retire(live)
         _state.telemetry = new
         _state.tracker = _replace_tracker(_state.tracker, new)
-        _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content, new.backlog)
+        _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content, new.emitter)
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True
@@ -130,7 +132,8 @@ def _end_and_export(tracker: Tracker | None, old: telemetry.Telemetry | None, re
 
 def _replace_tracker(old: Tracker | None, new: telemetry.Telemetry) -> Tracker:
     capture = content.on_spans(new.settings.capture_content) or new.settings.atof_full_payloads
-    tracker = Tracker(new.tracer, new.meter, capture_on_spans=capture)
+    tracker = Tracker(new.tracer, new.meter, capture_on_spans=capture, emitter=new.emitter,
+                      costs=CostLedger(new.meter))
     if old is not None:
         # Open turns stay on the old tracker's spans; hand them over so the
         # new tracker parents their remaining calls and ends them.

@@ -58,6 +58,8 @@ TOOL_STATUS = "hermes.tool.status"
 TURN_COMPLETED = "hermes.turn.completed"
 TURN_INTERRUPTED = "hermes.turn.interrupted"
 TURN_END_REASON = "hermes.turn.end_reason"
+HERMES_RESPONSE_ID = "hermes.response.id"
+RESPONSE_STUB = "hermes.response.stub"
 
 API_RETRY_COUNT = "hermes.api.retry_count"
 API_MAX_RETRIES = "hermes.api.max_retries"
@@ -264,21 +266,40 @@ def chat_response_attributes(response: Any) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     if response is None:
         return attrs
-    if type(response) is SimpleNamespace:
-        # Hermes decides to stream inside the call (the request kwargs do not
-        # say); its streaming path alone returns a SimpleNamespace.
-        attrs[REQUEST_STREAM] = True
+    made_by_hermes = type(response) is SimpleNamespace
     rid = _get(response, "id")
-    if isinstance(rid, str) and rid:
+    if made_by_hermes:
+        # Hermes decides to stream inside the call (the request kwargs do not say); its streaming path
+        # alone returns a SimpleNamespace, assembled from the chunks: the model and usage are the
+        # provider's, the id is Hermes's own ("stream-<uuid>"), and a stream that broke off is a stub
+        # whose finish reason Hermes chose. Only the provider's values go under gen_ai.* names.
+        attrs[REQUEST_STREAM] = True
+        if isinstance(rid, str) and rid:
+            attrs[HERMES_RESPONSE_ID] = rid
+        if rid == _PARTIAL_STREAM_STUB_ID:
+            attrs[RESPONSE_STUB] = "partial_stream"
+    elif isinstance(rid, str) and rid:
         attrs[RESPONSE_ID] = rid
     model = _get(response, "model")
     if isinstance(model, str) and model:
         attrs[RESPONSE_MODEL] = model
-    reasons = _finish_reasons(response)
+    reasons = _finish_reasons(response) if rid != _PARTIAL_STREAM_STUB_ID or not made_by_hermes else ()
     if reasons:
         attrs[RESPONSE_FINISH_REASONS] = reasons
     attrs.update(usage_attributes(_get(response, "usage")))
     return attrs
+
+
+def _partial_stream_stub_id() -> str | None:
+    """The id Hermes gives the stub of a stream that broke off (agent/chat_completion_helpers.py)."""
+    try:
+        from agent.chat_completion_helpers import PARTIAL_STREAM_STUB_ID
+    except Exception:  # noqa: BLE001 - another Hermes, or none
+        return None
+    return PARTIAL_STREAM_STUB_ID if isinstance(PARTIAL_STREAM_STUB_ID, str) else None
+
+
+_PARTIAL_STREAM_STUB_ID = _partial_stream_stub_id()
 
 
 def _finish_reasons(response: Any) -> tuple[str, ...]:

@@ -4,9 +4,11 @@ We never install global providers: another library's (or the user's) global
 setup stays untouched, and ours cannot be replaced behind our back. To share
 providers instead, pass them to :func:`hermes_otel.runtime.use_providers`.
 
-Everything that touches the network or disk runs on the SDK's batch worker
-threads; the agent's thread only enqueues. Shutdown is bounded: the SDK's
-own unbounded at-exit shutdown is disabled and ours runs with a deadline.
+Spans and metric points are made inline by the SDK; observer log records are
+emitted on one thread of ours (:mod:`.emitter`). Everything that touches the
+network or disk runs on the SDK's batch worker threads. Shutdown is bounded:
+the SDK's own unbounded at-exit shutdown is disabled and ours runs with a
+deadline.
 """
 
 from __future__ import annotations
@@ -48,14 +50,7 @@ from opentelemetry.sdk.trace.sampling import (
 
 from . import _log
 from .config import OTLPTarget, Settings
-from .deferred import (
-    Backlog,
-    DeferredMeter,
-    DeferredTracer,
-    Inline,
-    building,
-    can_defer,
-)
+from .emitter import Emitter, Inline
 from .exporters.file import (
     JsonFileLogExporter,
     JsonFileMetricExporter,
@@ -71,7 +66,6 @@ from .exporters.health import (
     install_log_filter,
 )
 from .exporters.delivery import finishing_together, outbox_exporter
-from .exporters.slices import sliced_http_exporter
 from .exporters.spool import endpoint_key, spool_for
 from .exporters.spool import observe as observe_spool
 from .safety import safely
@@ -106,8 +100,8 @@ def build_resource(settings: Settings) -> Resource:
         attrs["hermes.version"] = hermes_version()
     attrs.update(settings.resource_attributes)
     attrs["service.name"] = settings.service_name  # the setting wins over a resource attribute
-    # Resource(...) rather than Resource.create(...): the environment was
-    # already applied by config with our documented precedence.
+    # Resource.create({}) brings the SDK's telemetry.sdk.* and its detectors' attributes; ours are merged
+    # over it as a plain Resource, so they win (config already applied the environment, with our precedence).
     return Resource.create({}).merge(Resource(attrs))
 
 
@@ -164,8 +158,6 @@ def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
         kwargs = {}
     cls_name = {"traces": "OTLPSpanExporter", "logs": "OTLPLogExporter", "metrics": "OTLPMetricExporter"}[signal]
     cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
-    if target.protocol != "grpc" and signal != "metrics":
-        cls = sliced_http_exporter(signal, cls)  # big batches no longer hold the GIL for milliseconds
     inner = cls(
         endpoint=target.endpoint,
         headers=dict(target.headers),
@@ -177,68 +169,6 @@ def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
     return outbox_exporter(signal, guard(inner, target.endpoint, count_drops=False), target.endpoint,
                            endpoint_key(target.protocol, target.endpoint), spool_for(settings),
                            settings.flush_timeout_s, settings.bsp_max_queue_size)
-
-
-class _Bounded:
-    """Back-pressure, then counted drops, at a full batch queue (the SDK would warn per dropped item).
-
-    Work deferred to the builder waits, up to `ROOM_WAIT_S`, for the exporter to make room: a burst
-    is kept, and the builder's own bounded backlog absorbs the delay. An exporter that makes no room
-    in that time is stuck (a hanging collector): for the next `NO_WAIT_S`, items are dropped at once.
-    Drops are counted and reported once. On any other thread nothing ever waits.
-    """
-
-    _signal = "traces"
-    _wait_from = 0.0  # monotonic time from which the builder may wait for room again
-
-    def _full(self) -> bool:
-        inner = getattr(self, "_batch_processor", None)
-        queue = getattr(inner, "_queue", None)
-        limit = getattr(inner, "_max_queue_size", None)
-        if queue is None or limit is None or len(queue) < limit:
-            return False
-        if building() and time.monotonic() >= self._wait_from:
-            if _room_within(queue, limit, ROOM_WAIT_S):
-                return False
-            self._wait_from = time.monotonic() + NO_WAIT_S
-        health.dropped[self._signal] += 1
-        _log.once(
-            f"queue-full:{self._signal}",
-            "hermes-otel: the %s export queue is full (the exporter cannot keep up); new items are dropped and "
-            "counted in %s (repeats are logged at DEBUG)",
-            self._signal,
-            DROPPED_METRIC,
-        )
-        return True
-
-
-ROOM_WAIT_S = 0.25  # how long the builder waits for a full export queue to make room
-NO_WAIT_S = 5.0  # after a wait in vain: drop at once for this long
-
-
-def _room_within(queue: Any, limit: int, budget_s: float) -> bool:
-    """Wait (the GIL free for the exporter) until `queue` has room, at most `budget_s`. Room appears
-    when the exporter takes its next batch off the queue, so a millisecond between looks is enough."""
-    deadline = time.monotonic() + budget_s
-    while len(queue) >= limit:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.001)
-    return True
-
-
-class BoundedSpanProcessor(_Bounded, BatchSpanProcessor):
-    def on_end(self, span) -> None:
-        if not self._full():
-            super().on_end(span)
-
-
-class BoundedLogProcessor(_Bounded, BatchLogRecordProcessor):
-    _signal = "logs"
-
-    def on_emit(self, log_record) -> None:
-        if not self._full():
-            super().on_emit(log_record)
 
 
 _DROP_SIGNALS = ("traces", "logs", "metrics")  # always reported (0 is news too); others once they drop
@@ -274,17 +204,15 @@ class Telemetry:
     meter_provider: MeterProvider
     logger_provider: LoggerProvider
     owned: bool = True  # False when the providers were handed to us
-    backlog: Backlog | Inline = field(default_factory=Inline)  # where the agent's thread hands work off
+    emitter: Emitter | Inline = field(default_factory=Inline)  # where observer records are emitted
 
     @cached_property
     def tracer(self):
-        tracer = self.tracer_provider.get_tracer(SCOPE, __version__)
-        return DeferredTracer(tracer, self.backlog) if isinstance(self.backlog, Backlog) and can_defer(tracer) else tracer
+        return self.tracer_provider.get_tracer(SCOPE, __version__)
 
     @cached_property
     def meter(self):
-        meter = self.meter_provider.get_meter(SCOPE, __version__)
-        return DeferredMeter(meter, self.backlog) if isinstance(self.backlog, Backlog) else meter
+        return self.meter_provider.get_meter(SCOPE, __version__)
 
     @cached_property
     def logger(self):
@@ -305,18 +233,18 @@ class Telemetry:
     def shutdown(self, timeout_s: float) -> bool:
         if not self.owned:
             done = self.force_flush(timeout_s)
-            self.backlog.shutdown(0)
+            self.emitter.shutdown(0)
             return done
         return _within(timeout_s, self._shutdown_all)
 
     def _flush_all(self, timeout_ms: int) -> None:
-        self.backlog.drain(timeout_ms / 1000)
+        self.emitter.drain(timeout_ms / 1000)
         self.tracer_provider.force_flush(timeout_ms)
         self.logger_provider.force_flush(timeout_ms)
         self.meter_provider.force_flush(timeout_ms)
 
     def _shutdown_all(self, timeout_ms: int) -> None:
-        self.backlog.shutdown(timeout_ms / 1000)
+        self.emitter.shutdown(timeout_ms / 1000)
         with finishing_together():  # every exporter its own budget: the files never wait behind an endpoint
             self.tracer_provider.shutdown()
             self.logger_provider.shutdown()
@@ -396,7 +324,7 @@ def _relay_span_processor(endpoint, settings: Settings) -> BatchSpanProcessor:
 
     exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target, settings), endpoint.type,
                                   endpoint.resource)
-    return BoundedSpanProcessor(
+    return BatchSpanProcessor(
         exporter,
         max_queue_size=endpoint.max_queue_size,
         schedule_delay_millis=endpoint.scheduled_delay_millis,
@@ -442,7 +370,7 @@ def build(settings: Settings) -> Telemetry:
     )
     for exporter in _span_exporters(settings, writers):
         tracer_provider.add_span_processor(
-            BoundedSpanProcessor(
+            BatchSpanProcessor(
                 exporter,
                 max_queue_size=settings.bsp_max_queue_size,
                 schedule_delay_millis=settings.bsp_schedule_delay_ms,
@@ -474,7 +402,7 @@ def build(settings: Settings) -> Telemetry:
                       if (e := safely(_otlp_exporter, "logs", t, settings)) is not None]
     for exporter in log_exporters:
         logger_provider.add_log_record_processor(
-            BoundedLogProcessor(
+            BatchLogRecordProcessor(
                 exporter,
                 max_queue_size=settings.bsp_max_queue_size,
                 schedule_delay_millis=settings.bsp_schedule_delay_ms,
@@ -501,8 +429,9 @@ def build(settings: Settings) -> Telemetry:
     safely(observe_drops, meter_provider)
     if settings.otlp or plan.relay_span_endpoints or plan.relay_log_targets or plan.relay_metric_targets:
         safely(observe_spool, meter_provider, spool_for(settings), SCOPE, SIGNAL_ATTR)
-    return Telemetry(settings, tracer_provider, meter_provider, logger_provider, backlog=new_backlog(settings))
+    return Telemetry(settings, tracer_provider, meter_provider, logger_provider, emitter=new_emitter(settings))
 
 
-def new_backlog(settings: Settings) -> Backlog | Inline:
-    return Backlog() if settings.background_build else Inline()
+def new_emitter(settings: Settings) -> Emitter | Inline:
+    """Observer records off the agent's thread (`background_build`), else inline."""
+    return Emitter() if settings.background_build else Inline()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from . import cost
 from .masking import printable
 
 __all__ = [
@@ -663,6 +664,8 @@ def _key_attributes(attrs: Mapping[str, Any], name: str, arrow: str) -> list[str
     tokens_out = attrs.get("gen_ai.usage.output_tokens")
     if tokens_in is not None or tokens_out is not None:
         parts.append(f"tokens {_or_unknown(tokens_in)}{arrow}{_or_unknown(tokens_out)}")
+    if spent := cost.describe(attrs):  # an attempt's cost next to its tokens; a turn's or subagent's total
+        parts.append(_text(spent))
     if plugin := attrs.get("hermes.middleware.plugin"):
         parts.append(f"plugin {_text(plugin)}")
     if outcome := attrs.get("hermes.middleware.outcome"):

@@ -102,6 +102,7 @@ class Settings:
     metrics_exporter: str  # otlp (push: OTLP or file) | prometheus (pull)
     prometheus_host: str
     prometheus_port: int
+    collector_health_check: str  # the Collector's health_check URL (doctor only)
     logs_enabled: bool
     metrics_enabled: bool  # false also when metrics_exporter is "none"
     # -- derived --

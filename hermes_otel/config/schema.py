@@ -122,9 +122,9 @@ FIELDS: tuple[Field, ...] = (
         "background_build",
         bool,
         True,
-        "Build spans, log records and metric points on a background thread from values captured on the "
-        "agent's thread (same ids, timestamps and attributes), so an agent call pays microseconds. "
-        "`false` builds them inline through the SDK.",
+        "Hand observer log records and metric measurements to a background thread of ours, which passes them to "
+        "the SDK unchanged (a record is complete when its hook fires). Spans are always made inline by the SDK. "
+        "`false` makes records and measurements inline too.",
         attr="background_build",
     ),
     Field(
@@ -212,6 +212,10 @@ FIELDS: tuple[Field, ...] = (
           env="OTEL_EXPORTER_PROMETHEUS_HOST", attr="prometheus_host"),
     Field("prometheus.port", int, 9464, "Port of the Prometheus pull endpoint.", env="OTEL_EXPORTER_PROMETHEUS_PORT",
           minimum=1, maximum=65535, attr="prometheus_port"),
+    Field("collector.health_check", str, "",
+          "URL of your Collector's `health_check` extension (e.g. `http://otel-collector:13133/`): `hermes-otel "
+          "doctor` asks it whether the Collector is ready. Empty: the doctor tries port 13133 on the OTLP endpoint's "
+          "host and says what it found.", env="HERMES_OTEL_COLLECTOR_HEALTH_CHECK", attr="collector_health_check"),
     Field("logs.enabled", bool, True, "Export the observer log stream.", attr="logs_enabled"),
     Field("metrics.enabled", bool, True, "Export metrics.", attr="metrics_enabled"),
 )

@@ -14,9 +14,6 @@ import json
 import os
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
@@ -25,9 +22,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import requests
 from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 from .. import _log
 from .. import semconv as sc
@@ -259,26 +259,27 @@ class FileSink:
         os.close(self._fd)
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any):  # never follow: credentials stay with their host
-        return None
-
-
 class StreamSink:
-    """Batches to an HTTP endpoint off the agent's thread; retries with backoff; bounded; counts drops."""
+    """Batches to an HTTP endpoint off the agent's thread, on a `requests.Session` with urllib3's `Retry`
+    (backoff, retried statuses, no redirects: headers may hold credentials); bounded; counts drops."""
 
     MAX_QUEUE = 10_000
-    RETRIES = 3
+    BATCH = 500
+    RETRY = Retry(total=2, backoff_factor=0.2, status_forcelist=(429, 500, 502, 503, 504),
+                  allowed_methods=frozenset({"POST"}), redirect=0, raise_on_status=False)
 
     def __init__(self, config: StreamSinkConfig) -> None:
         self._config = config
-        self._headers = {
+        self._session = requests.Session()
+        self._session.mount("http://", HTTPAdapter(max_retries=self.RETRY))
+        self._session.mount("https://", HTTPAdapter(max_retries=self.RETRY))
+        self._session.headers.update({
             "Content-Type": "application/x-ndjson" if config.transport == "ndjson" else "application/json",
             **config.resolved_headers(),
-        }
+        })
         self._queue: deque[dict] = deque()
         self._lock = threading.Condition()
-        self._opener = urllib.request.build_opener(_NoRedirect)
+        self._in_flight = 0  # events taken off the queue whose POST has not finished
         self._closed = False
         self.sent = 0
         self._thread = threading.Thread(target=self._run, name="hermes-otel-atof-stream", daemon=True)
@@ -291,7 +292,7 @@ class StreamSink:
                 health.drop("atof", self._config.url, len(events) - max(room, 0))
                 events = events[: max(room, 0)]
             self._queue.extend(events)
-            self._lock.notify()
+            self._lock.notify_all()
 
     def _run(self) -> None:
         while True:
@@ -300,8 +301,14 @@ class StreamSink:
                     self._lock.wait(0.5)
                 if not self._queue and self._closed:
                     return
-                batch = [self._queue.popleft() for _ in range(min(len(self._queue), 500))]
-            self._send(batch)
+                batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.BATCH))]
+                self._in_flight = len(batch)
+            try:
+                self._send(batch)
+            finally:
+                with self._lock:
+                    self._in_flight = 0
+                    self._lock.notify_all()
 
     def _send(self, batch: list[dict]) -> None:
         policy = self._config.field_name_policy
@@ -310,41 +317,35 @@ class StreamSink:
             body = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events).encode()
         else:
             body = json.dumps(events, separators=(",", ":")).encode()
-        delay = 0.2
-        for attempt in range(self.RETRIES):
-            request = urllib.request.Request(self._config.url, data=body, headers=self._headers, method="POST")
-            try:
-                with self._opener.open(request, timeout=self._config.timeout_millis / 1000) as response:
-                    if 200 <= response.status < 300:
-                        self.sent += len(batch)
-                        health.success(self._config.url)
-                        return
-                    reason = f"HTTP {response.status}"
-            except urllib.error.HTTPError as exc:
-                reason = f"HTTP {exc.code}"
-                if exc.code < 500 and exc.code != 429:
-                    break  # not retryable
-            except (OSError, ValueError) as exc:
-                reason = type(exc).__name__
-            if attempt + 1 < self.RETRIES and not self._closed:
-                time.sleep(delay)
-                delay *= 2
+        try:
+            response = self._session.post(self._config.url, data=body, allow_redirects=False,
+                                          timeout=self._config.timeout_millis / 1000)
+        except (requests.RequestException, OSError, ValueError) as exc:
+            reason = type(exc).__name__
+        else:
+            if 200 <= response.status_code < 300:
+                self.sent += len(batch)
+                health.success(self._config.url)
+                return
+            reason = f"HTTP {response.status_code}"
         health.failure("atof", self._config.url, reason)
         health.drop("atof", self._config.url, len(batch))
 
     def flush(self, timeout_s: float) -> bool:
+        """True once every event written so far has been sent (or given up on): queued and in flight."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._queue:
-                    return True
-            time.sleep(0.02)
-        return False
+        with self._lock:
+            while self._queue or self._in_flight:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._lock.wait(remaining)
+        return True
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self._lock.notify()
+            self._lock.notify_all()
 
 
 # -- the processor -------------------------------------------------------------------------

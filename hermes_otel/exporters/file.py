@@ -1,10 +1,8 @@
 """Span, log and metric exporters that append OTLP/JSON lines to rotating files.
 
 Each line is an ``Export*ServiceRequest`` in the OTLP/JSON mapping, the
-format the Collector's ``otlpjsonfile`` receiver reads: a metrics collection
-per line, and span and log batches in slices of a few items per line, so
-that encoding never holds the GIL for long (see :mod:`.slices`).
-The exporters run on the SDK's worker threads, so encoding and I/O stay off
+format the Collector's ``otlp_json_file`` receiver reads: one batch (a span
+or log batch, a metrics collection) per line. The exporters run on the SDK's worker threads, so encoding and I/O stay off
 the agent's thread; they never raise into those threads.
 """
 
@@ -38,7 +36,6 @@ from .otlp_json import (
 )
 from .private import UnsafePath
 from .private import open_file as open_private
-from .slices import slices
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord
@@ -288,13 +285,13 @@ class _SafeSink:
 
 
 class JsonFileSpanExporter(SpanExporter):
-    """Writes span batches as ``ExportTraceServiceRequest`` lines, a slice of the batch per line."""
+    """Writes span batches as ``ExportTraceServiceRequest`` lines, one batch per line."""
 
     def __init__(self, writer: RotatingJsonLinesWriter) -> None:
         self._sink = _SafeSink(writer, "spans")
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        ok = all([self._sink.emit(lambda: encode_spans_json(part)) for part in slices(spans)])  # every slice is tried
+        ok = self._sink.emit(lambda: encode_spans_json(spans))
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
     def shutdown(self) -> None:
@@ -305,13 +302,13 @@ class JsonFileSpanExporter(SpanExporter):
 
 
 class JsonFileLogExporter(LogRecordExporter):
-    """Writes log batches as ``ExportLogsServiceRequest`` lines, a slice of the batch per line."""
+    """Writes log batches as ``ExportLogsServiceRequest`` lines, one batch per line."""
 
     def __init__(self, writer: RotatingJsonLinesWriter) -> None:
         self._sink = _SafeSink(writer, "logs")
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        ok = all([self._sink.emit(lambda: encode_logs_json(part)) for part in slices(batch)])  # every slice is tried
+        ok = self._sink.emit(lambda: encode_logs_json(batch))
         return LogRecordExportResult.SUCCESS if ok else LogRecordExportResult.FAILURE
 
     def shutdown(self) -> None:

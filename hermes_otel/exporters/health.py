@@ -27,18 +27,9 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import _log
+from ..masking import OTLP_EXPORTER_LOGGERS
 
-# Loggers the OTLP exporters (http and grpc) report retries and failures on.
-EXPORTER_LOGGERS = (
-    "opentelemetry.exporter.otlp.common.http",
-    "opentelemetry.exporter.otlp.proto.http._common",
-    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
-    "opentelemetry.exporter.otlp.proto.http._log_exporter",
-    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
-    "opentelemetry.exporter.otlp.proto.grpc.exporter",
-    "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
-    "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
-)
+EXPORTER_LOGGERS = OTLP_EXPORTER_LOGGERS
 
 _current = threading.local()  # .export = (signal, endpoint) while one of our exports runs
 
@@ -116,12 +107,50 @@ class _SuppressOurRetries(logging.Filter):
 _filter = _SuppressOurRetries()
 
 
+class _CountQueueFull(logging.Filter):
+    """The SDK's batch processors warn once per item they drop at a full queue ("Queue full, dropping Span.");
+    we count each drop by signal and say it once."""
+
+    SIGNALS = {"Span": "traces", "Log": "logs"}
+    hermes_otel_queue_full = True  # one of these per logger, whichever copy of this module installed it
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - not ours to judge
+            return True
+        if not (message.startswith(QUEUE_FULL) and message.endswith(".")):
+            return True
+        try:
+            item = message[len(QUEUE_FULL):-1]
+            signal = self.SIGNALS.get(item, item)
+            health.dropped[signal] += 1
+            _log.once(f"queue-full:{signal}", "hermes-otel: the %s export queue is full (the exporter cannot keep up); "
+                      "new items are dropped and counted in hermes.otel.exporter.dropped", signal)
+        except Exception:  # noqa: BLE001 - a logging filter must not raise into the SDK
+            pass
+        return False
+
+
+# The SDK's message and logger for a drop at a full batch queue (a contract test holds us to them).
+QUEUE_FULL = "Queue full, dropping "
+QUEUE_LOGGER = "opentelemetry.sdk._shared_internal"
+_queue_filter = _CountQueueFull()
+
+
 def install_log_filter() -> None:
     """Idempotent: logging keeps one instance of a filter per logger."""
     for name in EXPORTER_LOGGERS:
         logger = logging.getLogger(name)
         if _filter not in logger.filters:
             logger.addFilter(_filter)
+    queue_logger = logging.getLogger(QUEUE_LOGGER)
+    if _queue_filter not in queue_logger.filters:
+        # One counter (a second copy of this package, loaded as a directory plugin, replaces the first's),
+        # first in line: every drop is counted before the SDK's own duplicate filter can swallow the record.
+        for old in [f for f in queue_logger.filters if getattr(f, "hermes_otel_queue_full", False)]:
+            queue_logger.removeFilter(old)
+        queue_logger.filters.insert(0, _queue_filter)
 
 
 install_log_filter()  # at import: every pipeline of ours (Relay endpoints too) reports the same way

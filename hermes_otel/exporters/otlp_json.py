@@ -3,7 +3,7 @@
 The output is an ``Export*ServiceRequest`` in the OTLP/JSON mapping: ProtoJSON
 with lowerCamelCase keys, integer enums, 64-bit integers as decimal strings,
 fields at their default value left out, and trace and span ids as lowercase
-hex rather than base64. That is what the Collector's ``otlpjsonfile``
+hex rather than base64. That is what the Collector's ``otlp_json_file``
 receiver reads.
 
 Spans and log records are encoded directly from the SDK objects: building

@@ -25,16 +25,19 @@ from __future__ import annotations
 import contextvars
 import importlib
 import threading
+from collections.abc import Collection
 from typing import Any, Callable
 
 import wrapt
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from ..middleware import contract
 from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy
 from ..safety import report, safely
-from ..tracker import Tracker
+from ..tracking import Tracker
 
 MODULE = "hermes_cli.middleware"
 PLUGINS = "hermes_cli.plugins"
@@ -43,7 +46,6 @@ LLM_RUNNER = "run_llm_execution_middleware"
 TOOL_RUNNER = "run_tool_execution_middleware"
 CHAIN = "_run_execution_chain"
 APPLY = {"apply_llm_request_middleware": contract.LLM_REQUEST, "apply_tool_request_middleware": contract.TOOL_REQUEST}
-_MARK = "_self_hermes_otel"  # wrapt keeps `_self_*` attributes on the proxy itself
 
 # The tool call whose span is open in this context. Hermes runs
 # `tool_execution` twice, nested, for each call of a concurrent batch (batch
@@ -89,66 +91,51 @@ class _ThreadingWithContext(wrapt.ObjectProxy):
     Thread = ContextThread
 
 
-class HermesInstrumentor:
-    """Idempotent `instrument()` / `uninstrument()` of Hermes's middleware machinery."""
+class HermesInstrumentor(BaseInstrumentor):
+    """`instrument(tracker=..., on_unloaded=...)` / `uninstrument()` of Hermes's middleware machinery
+    (idempotent; one instance per process, as every contrib instrumentor)."""
 
-    def __init__(self, tracker: TrackerSource, on_unloaded: Callable[[], None] | None = None) -> None:
-        self._tracker = tracker
-        self._on_unloaded = on_unloaded
+    _tracker: TrackerSource = staticmethod(lambda: None)
+    _on_unloaded: Callable[[], None] | None = None
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ("hermes-agent >= 0.17.0",)  # the release that brought the middleware runners
 
     @staticmethod
     def available() -> bool:
         module = _module(MODULE)
         return module is not None and all(callable(getattr(module, n, None)) for n in (LLM_RUNNER, TOOL_RUNNER))
 
-    @staticmethod
-    def is_instrumented() -> bool:
-        module = _module(MODULE)
-        return module is not None and bool(getattr(_stored(module, LLM_RUNNER), _MARK, False))
-
-    def instrument(self) -> bool:
-        """Wrap once per process; returns False when Hermes lacks the runners."""
-        if not self.available():
-            return False
-        if self.is_instrumented():
-            return True
-        wrappers: list[tuple[str, str, Callable]] = [
-            (MODULE, LLM_RUNNER, self._wrap_llm),
-            (MODULE, TOOL_RUNNER, self._wrap_tool),
-        ]
+    def _instrument(self, **kwargs: Any) -> None:
+        self._tracker = kwargs["tracker"]
+        self._on_unloaded = kwargs.get("on_unloaded")
         middleware = _module(MODULE)
+        wrap = wrapt.wrap_function_wrapper
+        wrap(MODULE, LLM_RUNNER, self._wrap_llm)
+        wrap(MODULE, TOOL_RUNNER, self._wrap_tool)
         if callable(getattr(middleware, CHAIN, None)):
-            wrappers.append((MODULE, CHAIN, self._wrap_chain))
+            wrap(MODULE, CHAIN, self._wrap_chain)
         for name, kind in APPLY.items():
             if callable(getattr(middleware, name, None)):
-                wrappers.append((MODULE, name, self._apply_wrapper(kind)))
+                wrap(MODULE, name, self._apply_wrapper(kind))
         plugins = _module(PLUGINS)
-        if plugins is not None and callable(getattr(getattr(plugins, "PluginContext", None), "register_middleware", None)):
-            wrappers.append((PLUGINS, "PluginContext.register_middleware", self._wrap_register))
-        if plugins is not None and callable(getattr(getattr(plugins, "PluginManager", None), "discover_and_load", None)):
-            wrappers.append((PLUGINS, "PluginManager.discover_and_load", self._wrap_discover))
-        for module, name, wrapper in wrappers:
-            wrapt.wrap_function_wrapper(module, name, wrapper)
-            _set_mark(module, name)
+        for dotted, wrapper in (("PluginContext.register_middleware", self._wrap_register),
+                                ("PluginManager.discover_and_load", self._wrap_discover)):
+            owner, attr = dotted.split(".")
+            if callable(getattr(getattr(plugins, owner, None), attr, None)):
+                wrap(PLUGINS, dotted, wrapper)
         helpers = _module(HTTP_THREAD_MODULE)
         if helpers is not None and getattr(helpers, "threading", None) is threading:
             helpers.threading = _ThreadingWithContext(threading)
-        return True
 
-    @staticmethod
-    def uninstrument() -> None:
-        for module_name, names in (
-            (MODULE, (LLM_RUNNER, TOOL_RUNNER, CHAIN, *APPLY)),
-            (PLUGINS, ("PluginContext.register_middleware", "PluginManager.discover_and_load")),
-        ):
-            module = _module(module_name)
-            if module is None:
-                continue
-            for dotted in names:
-                owner, attr = _resolve(module, dotted)
-                current = _stored(owner, attr)
-                if getattr(current, _MARK, False):
-                    setattr(owner, attr, current.__wrapped__)
+    def _uninstrument(self, **kwargs: Any) -> None:
+        middleware, plugins = _module(MODULE), _module(PLUGINS)
+        for name in (LLM_RUNNER, TOOL_RUNNER, CHAIN, *APPLY):
+            unwrap(middleware, name)
+        for owner in ("PluginContext", "PluginManager"):
+            for attr in ("register_middleware", "discover_and_load"):
+                if plugins is not None and hasattr(getattr(plugins, owner, None), attr):
+                    unwrap(getattr(plugins, owner), attr)
         helpers = _module(HTTP_THREAD_MODULE)
         if helpers is not None and isinstance(getattr(helpers, "threading", None), _ThreadingWithContext):
             helpers.threading = threading
@@ -167,42 +154,10 @@ class HermesInstrumentor:
     # -- wrappers (run on the agent's and the tool workers' threads) ---------
 
     def _wrap_llm(self, wrapped, instance, args, kwargs):
-        tracker = self._tracker()
-        if tracker is None:
-            return wrapped(*args, **kwargs)
-        try:
-            call = tracker.start_chat(args[0] if args else kwargs.get("request"), kwargs)
-        except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
-            report(tracker.start_chat, exc)
-            return wrapped(*args, **kwargs)
-        response = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_chat, call, None)
-        try:
-            tracker.finish_chat(call, response)
-        except Exception as exc:  # noqa: BLE001
-            report(tracker.finish_chat, exc)
-        return response
+        return traced_llm_call(self._tracker, wrapped, args, kwargs)
 
     def _wrap_tool(self, wrapped, instance, args, kwargs):
-        tracker = self._tracker()
-        tool_name = args[0] if args else kwargs.get("tool_name")
-        key = _tool_key(tool_name, kwargs)
-        if tracker is None or _ACTIVE_TOOL.get() == key:
-            return wrapped(*args, **kwargs)
-        try:
-            call = tracker.start_tool(tool_name, kwargs, args[1] if len(args) > 1 else kwargs.get("args"))
-        except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
-            report(tracker.start_tool, exc)
-            return wrapped(*args, **kwargs)
-        marker = _ACTIVE_TOOL.set(key)
-        try:
-            result = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_tool, call, kwargs)
-        finally:
-            _ACTIVE_TOOL.reset(marker)
-        try:
-            tracker.finish_tool(call, kwargs)
-        except Exception as exc:  # noqa: BLE001
-            report(tracker.finish_tool, exc)
-        return result
+        return traced_tool_call(self._tracker, wrapped, args, kwargs)
 
     def _wrap_chain(self, wrapped, instance, args, kwargs):
         tracker = self._tracker()
@@ -258,6 +213,48 @@ class HermesInstrumentor:
         return proxy
 
 
+def traced_llm_call(tracker_source: TrackerSource, wrapped: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """A provider attempt (`run_llm_execution_middleware`'s call) inside its `chat` span."""
+    tracker = tracker_source()
+    if tracker is None:
+        return wrapped(*args, **kwargs)
+    try:
+        call = tracker.start_chat(args[0] if args else kwargs.get("request"), kwargs)
+    except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
+        report(tracker.start_chat, exc)
+        return wrapped(*args, **kwargs)
+    response = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_chat, call, None)
+    try:
+        tracker.finish_chat(call, response)
+    except Exception as exc:  # noqa: BLE001
+        report(tracker.finish_chat, exc)
+    return response
+
+
+def traced_tool_call(tracker_source: TrackerSource, wrapped: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """A tool call (`run_tool_execution_middleware`'s call) inside its `execute_tool` span, once per call."""
+    tracker = tracker_source()
+    tool_name = args[0] if args else kwargs.get("tool_name")
+    key = _tool_key(tool_name, kwargs)
+    if tracker is None or _ACTIVE_TOOL.get() == key:
+        return wrapped(*args, **kwargs)
+    try:
+        call = tracker.start_tool(tool_name, kwargs, args[1] if len(args) > 1 else kwargs.get("args"))
+    except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
+        report(tracker.start_tool, exc)
+        return wrapped(*args, **kwargs)
+    marker = _ACTIVE_TOOL.set(key)
+    try:
+        result = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_tool, call, kwargs)
+    finally:
+        _ACTIVE_TOOL.reset(marker)
+    try:
+        tracker.finish_tool(call, kwargs)
+    except Exception as exc:  # noqa: BLE001
+        report(tracker.finish_tool, exc)
+    return result
+
+
 def _call_in_span(span: Any, wrapped: Callable[..., Any], args: tuple, kwargs: dict,
                   on_error: Callable[..., Any], *on_error_args: Any) -> Any:
     """The real call with `span` current; an exception is recorded by `on_error(*on_error_args, exc)`
@@ -272,41 +269,22 @@ def _call_in_span(span: Any, wrapped: Callable[..., Any], args: tuple, kwargs: d
         otel_context.detach(token)
 
 
-def _resolve(module: Any, dotted: str) -> tuple[Any, str]:
-    owner = module
-    *path, attr = dotted.split(".")
-    for part in path:
-        owner = getattr(owner, part)
-    return owner, attr
-
-
-def _stored(owner: Any, attr: str) -> Any:
-    # On a class, getattr would give a bound wrapper; we want what is stored.
-    return owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
-
-
-def _set_mark(module_name: str, dotted: str) -> None:
-    owner, attr = _resolve(importlib.import_module(module_name), dotted)
-    setattr(_stored(owner, attr), _MARK, True)
-
-
 def fallback_middleware(tracker: TrackerSource) -> dict[str, Callable[..., Any]]:
     """Execution middleware that opens the call spans through the public contract.
 
     Used only when the runners cannot be wrapped. Registered first, it is the
     outermost layer, so its span still covers the rest of the chain.
     """
-    instrumentor = HermesInstrumentor(tracker)
 
     def llm_execution(**kwargs: Any) -> Any:
         next_call = kwargs.pop("next_call")
         request = kwargs.pop("request", None)
-        return instrumentor._wrap_llm(lambda *a, **k: next_call(request), None, (request,), kwargs)
+        return traced_llm_call(tracker, lambda *a, **k: next_call(request), (request,), kwargs)
 
     def tool_execution(**kwargs: Any) -> Any:
         next_call = kwargs.pop("next_call")
         args = kwargs.pop("args", None)
         tool_name = kwargs.pop("tool_name", None)
-        return instrumentor._wrap_tool(lambda *a, **k: next_call(args), None, (tool_name,), kwargs)
+        return traced_tool_call(tracker, lambda *a, **k: next_call(args), (tool_name,), kwargs)
 
     return {"llm_execution": llm_execution, "tool_execution": tool_execution}

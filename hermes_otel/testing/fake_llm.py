@@ -39,6 +39,7 @@ __all__ = [
     "Reply",
     "ToolCall",
     "Usage",
+    "DEMO_PRICES",
     "demo_script",
 ]
 
@@ -90,6 +91,7 @@ class Reply:
     status: int = 200
     usage: Usage | None = None
     delay_s: float = 0.0
+    finish: str | None = None  # the finish reason, when not the natural one (e.g. "length": cut off)
 
     @classmethod
     def text(cls, content: str) -> Reply:
@@ -105,6 +107,8 @@ class Reply:
 
     @property
     def finish_reason(self) -> str:
+        if self.finish:
+            return self.finish
         return "tool_calls" if self.tool_calls else "stop"
 
 
@@ -116,6 +120,10 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any  # parsed JSON, or None when absent / not JSON
+
+
+# What the demo's scripted model charges (USD per token), published on its /v1/models for Hermes to price with.
+DEMO_PRICES = {"prompt": "0.000003", "completion": "0.000015", "cache_read": "0.0000003"}
 
 
 def demo_script() -> list[Reply]:
@@ -361,6 +369,11 @@ class FakeLLMServer:
     it from ``/v1/models``; without it Hermes probes several other local-server
     endpoints (Ollama, LM Studio, ...) before falling back to a default.
     Pass ``None`` to omit it.
+
+    ``pricing`` (USD per token as strings, e.g. ``{"prompt": "0.000002",
+    "completion": "0.000008", "cache_read": "0.0000005"}``) is published on the
+    model entry as OpenAI-compatible servers do; Hermes prices a custom
+    endpoint's calls with it.
     """
 
     def __init__(
@@ -373,8 +386,10 @@ class FakeLLMServer:
         port: int = 0,
         context_length: int | None = 128_000,
         responder: Callable[[dict[str, Any]], Reply | None] | None = None,
+        pricing: dict[str, str] | None = None,
     ) -> None:
         self.model = model
+        self.pricing = dict(pricing) if pricing else None
         # Consulted before the script: a reply computed from the request body (concurrent
         # conversations cannot share one ordered script); None falls through to the script.
         self.responder = responder
@@ -478,4 +493,6 @@ class FakeLLMServer:
         entry: dict[str, Any] = {"id": self.model, "object": "model", "created": 0, "owned_by": "fake"}
         if self.context_length is not None:
             entry["context_length"] = self.context_length
+        if self.pricing:
+            entry["pricing"] = dict(self.pricing)
         return {"object": "list", "data": [entry]}

@@ -82,15 +82,19 @@ class _Process:
 
 
 class Prometheus(_Process):
-    """Prometheus scraping one target every second."""
+    """Prometheus scraping one target every second (and evaluating `rules`, name -> rules file text)."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, rules: dict[str, str] | None = None) -> None:
         super().__init__("prometheus")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        for name, text in (rules or {}).items():
+            (self.dir / name).write_text(text)
+        rule_files = "".join(f"  - {self.dir / name}\n" for name in rules or {})
         (self.dir / "prometheus.yml").write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            f"scrape_configs:\n  - job_name: hermes\n    static_configs:\n      - targets: ['{target}']\n"
+            + (f"rule_files:\n{rule_files}" if rule_files else "")
+            + f"scrape_configs:\n  - job_name: hermes\n    static_configs:\n      - targets: ['{target}']\n"
         )
 
     def start(self) -> Prometheus:
@@ -107,6 +111,33 @@ class Prometheus(_Process):
         reply = get_json(f"{self.url}/api/v1/query?{query}")
         assert reply["status"] == "success", reply
         return reply["data"]["result"]
+
+    def reload_rules(self, name: str, text: str) -> None:
+        """Replace a rules file and have Prometheus reload it (SIGHUP to the server we started)."""
+        import signal
+
+        (self.dir / name).write_text(text)
+        assert self.proc is not None and self.proc.poll() is None
+        def loaded() -> tuple:
+            info = get_json(f"{self.url}/api/v1/status/runtimeinfo")["data"]
+            return info["lastConfigTime"], info["reloadConfigSuccess"]
+
+        before = loaded()
+        time.sleep(1.1)  # lastConfigTime has a resolution of one second
+        self.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: (now := loaded()) != before and now[1], 30, "Prometheus reloading its rules", self.proc,
+                   self.log)
+
+    def alerts(self) -> dict[str, str]:
+        """Active alerts: name -> state (`pending` or `firing`)."""
+        reply = get_json(f"{self.url}/api/v1/alerts")
+        assert reply["status"] == "success", reply
+        return {a["labels"]["alertname"]: a["state"] for a in reply["data"]["alerts"]}
+
+    def rules(self) -> list[dict]:
+        reply = get_json(f"{self.url}/api/v1/rules")
+        assert reply["status"] == "success", reply
+        return [rule for group in reply["data"]["groups"] for rule in group["rules"]]
 
 
 class Phoenix(_Process):

@@ -16,7 +16,7 @@ SPANMETRICS_SERIES = {
     *(f"traces_span_metrics_duration_seconds_{s}" for s in ("bucket", "sum", "count")),
 }
 # Grafana's built-in and our dashboard variables, as a live check evaluates them.
-CONCRETE = {"$__rate_interval": "5m", "$__range": "10m", "$__interval": "1m", "$model": ".*"}
+CONCRETE = {"$__rate_interval": "5m", "$__range": "10m", "$__interval": "1m", "$model": ".*", "$budget": "100"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,17 @@ def prometheus_queries() -> list[PromQuery]:
     ]
 
 
+def traceql_queries() -> list[PromQuery]:
+    """The Tempo (TraceQL) queries of every dashboard, as (dashboard, panel, query)."""
+    return [
+        PromQuery(name, panel["title"], target["query"])
+        for name, board in load().items()
+        for panel in panels(board)
+        for target in panel.get("targets", [])
+        if target.get("datasource", panel.get("datasource", {})).get("type") == "tempo"
+    ]
+
+
 def concrete(expr: str) -> str:
     for variable, value in CONCRETE.items():
         expr = expr.replace(variable, value)
@@ -61,7 +72,8 @@ def concrete(expr: str) -> str:
 
 def metric_names(expr: str) -> set[str]:
     """Metric names in a PromQL expression (label names in selectors and `by (...)` removed)."""
-    bare = re.sub(r"\{[^}]*\}", "", expr)
+    bare = re.sub(r"\$\w+", "", expr)  # dashboard variables
+    bare = re.sub(r"\{[^}]*\}", "", bare)
     bare = re.sub(r"\b(by|without)\s*\([^)]*\)", "", bare)
     bare = re.sub(r'"[^"]*"', "", bare)
     words = set(re.findall(r"\b[a-zA-Z_:][a-zA-Z0-9_:]*\b(?=\s*[\[{)]|\s*$)", bare))

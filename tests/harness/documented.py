@@ -27,9 +27,11 @@ def assert_documented(spans: Sequence, metrics: Sequence = (), logs: Sequence = 
     strings = {f"hermes.{k}" for k in STRING_KEYS} | {HOOK_ATTR, SCHEMA_ATTR}
     for record in logs:
         assert record.event_name.startswith("hermes.observer.")
-        assert record.event_name.removeprefix("hermes.observer.") in KNOWN_HOOKS
+        hook = record.event_name.removeprefix("hermes.observer.")
+        assert hook in KNOWN_HOOKS
+        extra = set(catalog.LOG_ATTRIBUTES.get(hook, ()))
         for key, value in record.attributes.items():
-            assert key in strings or (key.startswith("hermes.") and isinstance(value, (bool, int, float))), key
+            assert key in strings or key in extra or (key.startswith("hermes.") and isinstance(value, (bool, int, float))), key
     for span in spans:
         doc = _doc_for(span)
         assert set(span.attributes) <= set(doc.attributes), (span.name, set(span.attributes) - set(doc.attributes))

@@ -10,8 +10,8 @@ from typing import Any
 
 
 class HttpSink:
-    def __init__(self, status: int = 200, delay_s: float = 0.0) -> None:
-        self.status, self.delay_s = status, delay_s
+    def __init__(self, status: int = 200, delay_s: float = 0.0, location: str | None = None) -> None:
+        self.status, self.delay_s, self.location = status, delay_s, location
         self.requests: list[tuple[dict[str, str], bytes]] = []
         self._lock = threading.Lock()
         sink = self
@@ -26,6 +26,8 @@ class HttpSink:
                 with sink._lock:
                     sink.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
                 self.send_response(sink.status)
+                if sink.location:
+                    self.send_header("Location", sink.location)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

@@ -218,6 +218,12 @@ def _decode_points(metric: Metric, kind: str) -> list[dict[str, Any]]:
             "start_ns": p.start_time_unix_nano,
             "time_ns": p.time_unix_nano,
         }
+        if kind != "summary":
+            point["exemplars"] = [
+                {"trace_id": e.trace_id.hex() or None, "span_id": e.span_id.hex() or None,
+                 "value": getattr(e, e.WhichOneof("value")) if e.WhichOneof("value") else None}
+                for e in p.exemplars
+            ]
         if kind in ("sum", "gauge"):
             point["value"] = getattr(p, p.WhichOneof("value")) if p.WhichOneof("value") else None
         elif kind == "summary":

@@ -84,7 +84,7 @@ def enabled_plugins(llm: FakeLLMServer, *names: str):
         discover_plugins(force=True)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def plugins_enabled(llm):
     """`with plugins_enabled("mw_alpha"): ...` inside a test."""
     return lambda *names: enabled_plugins(llm, *names)

@@ -90,6 +90,7 @@ def test_interrupted_turn(traced, llm, receiver):
     root = only(_turns(receiver, traced), "invoke_agent hermes")
     assert root.attributes["hermes.turn.interrupted"] is True
     assert root.status_code == "ERROR" and root.status_message == "interrupted"
+    assert root.attributes["error.type"] == "interrupted"
 
 
 def test_subagent_nests_under_the_parents_delegate_task(traced, llm, receiver):

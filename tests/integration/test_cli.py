@@ -164,9 +164,15 @@ def test_demo_shows_the_middleware_layer_and_does_not_point_at_what_it_removed()
     assert not home.exists()
     assert str(home) not in "\n".join(demo.stdout.splitlines()[1:])  # nothing after the first line names it
     waterfall = [re.match(r"[|`\- ]*\S+(?: \S+)*", line).group(0) for line in demo.stdout.splitlines()
-                 if line.startswith(("invoke_agent", "|", "`"))]
+                 if line.startswith(("invoke_agent", "|", "`")) and not re.match(r"[|` ]*\* ", line)]  # spans, not events
     assert waterfall == ["invoke_agent hermes", "|- chat fake-model", "|- execute_tool terminal",
                          "| `- tool_execution demo_middleware", "|   `- tool_call terminal", "`- chat fake-model"]
+    # The scripted model publishes prices (3 and 15 USD per million tokens); Hermes's pricing prices both calls.
+    lines = demo.stdout.splitlines()
+    assert next(line for line in lines if line.startswith("invoke_agent")).endswith("total $0.000276")
+    assert [line.rsplit("  ", 1)[-1] for line in lines if line.startswith(("|- chat", "`- chat"))] == [
+        "cost $0.000138", "cost $0.000138"]
+    assert "Cost: $0.000276 for the turn, each model call priced by Hermes's own pricing" in demo.stdout
     assert demo.stdout.rstrip().endswith("run `hermes-otel demo --keep` to keep its files and view them again)")
 
 

@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.sdk import trace as sdk_trace
 
 from hermes_otel import content
-from hermes_otel.deferred import Backlog, DeferredSpan, DeferredTracer
+from hermes_otel.emitter import Emitter
 from hermes_otel.testing.fake_llm import Reply, ToolCall
 from tests.harness.hermes import run_agent
 
@@ -34,11 +34,8 @@ INJECTIONS = {
     "set_status": [(sdk_trace.Span, "set_status")],
     "span_end": [(sdk_trace.Span, "end")],
     "content": [(content, "sanitize"), (content, "to_json"), (content, "redact_text")],
-    # What the agent's thread calls instead of the SDK when spans are built in the background:
-    "deferred_start": [(DeferredTracer, "start_span"), (DeferredTracer, "start_lazy")],
-    "deferred_span": [(DeferredSpan, name) for name in ("set_attribute", "set_attributes", "add_event", "set_status", "end")],
-    "backlog": [(Backlog, "defer"), (Backlog, "defer_always")],
-    "builder": [(DeferredTracer, "_begin"), (DeferredTracer, "_finish")],
+    # The hand-over of observer records to their own thread:
+    "emitter": [(Emitter, "submit")],
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import random
+import threading
 import time
 import tracemalloc
 
@@ -126,12 +127,18 @@ def hostile_env(request, traced, monkeypatch):
     from opentelemetry.sdk.metrics._internal.exemplar import exemplar_reservoir
 
     # Hypothesis checks that the global `random` state does not move while it draws an example (a
-    # strategy using `random` would make runs irreproducible). The SDK's own threads use it meanwhile
-    # (exemplar sampling on our builder thread, export backoff jitter on the exporters' threads), which
-    # Hypothesis reports as our strategies using `random`; give those threads a generator of their own.
+    # strategy using `random` would make runs irreproducible). Other threads use it meanwhile (exemplar
+    # sampling on our builder thread, export backoff jitter on the exporters' threads, gRPC ones included,
+    # retrying against the receivers of earlier tests, Hermes's own threads), which Hypothesis reports as
+    # our strategies using `random`; give every thread but this one a generator of its own.
     private = random.Random(0)
     monkeypatch.setattr(exemplar_reservoir, "randrange", private.randrange)
     monkeypatch.setattr(otlp_http, "random", private)
+    this_thread = threading.get_ident()
+    for name in ("random", "uniform", "randrange", "randint", "getrandbits", "choice", "choices", "shuffle", "sample"):
+        shared, own = getattr(random, name), getattr(private, name)
+        monkeypatch.setattr(random, name, lambda *a, _s=shared, _o=own, **k: (
+            _s if threading.get_ident() == this_thread else _o)(*a, **k))
 
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", request.param)
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "256")  # what the receiver sees is not the point here

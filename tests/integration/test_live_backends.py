@@ -1,6 +1,8 @@
 """One real Hermes run feeds two real backends: a Prometheus (Debian package) scraping our pull
 endpoint, and Arize Phoenix receiving our OTLP traces. The dashboards' queries are checked
-against the first, the trace as Phoenix understood it against the second.
+against the first, the trace as Phoenix understood it against the second. The model is priced
+(the scripted server publishes prices, Hermes prices with them), so the cost panels and the
+budget alerts (grafana/alerts, evaluated by the same Prometheus and a second one) have data.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from hermes_otel.testing.fake_llm import Reply, ToolCall
+from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
 from tests.harness import dashboards as dq
 from tests.harness.backends import Phoenix, Prometheus, free_port, wait_until
 from tests.harness.hermes import install_test_plugins, write_home
@@ -23,6 +25,15 @@ pytestmark = pytest.mark.hermes
 
 PROJECT = "hermes-otel-live"
 TURNS = 2
+PRICES = {"prompt": "0.000002", "completion": "0.000008"}  # USD per token
+TURN_COST = 3 * (11 * 2e-6 + 7 * 8e-6)  # three answered calls a turn, 11 in and 7 out each
+ALERTS = Path(__file__).resolve().parents[2] / "grafana" / "alerts" / "hermes-cost-budget.rules.yml"
+
+
+def _with_budget(usd: float) -> str:
+    text = ALERTS.read_text()
+    assert text.count("expr: vector(100)") == 1
+    return text.replace("expr: vector(100)", f"expr: vector({usd!r})")
 # Panels that only the Collector's spanmetrics connector feeds: test_collector_live.py checks them
 # against our Collector. Everything else must answer from this run.
 SPANMETRICS_FED = {
@@ -63,9 +74,10 @@ def live(llm) -> Iterator[dict]:
         stack.callback(phoenix.stop)
         phoenix.start()
         metrics_port = free_port()
-        prom = Prometheus(f"127.0.0.1:{metrics_port}")
+        prom = Prometheus(f"127.0.0.1:{metrics_port}", rules={ALERTS.name: ALERTS.read_text()})  # as shipped
         stack.callback(prom.stop)
         prom.start()
+        priced = stack.enter_context(FakeLLMServer(pricing=PRICES))
         stack.callback(pull.stop)
         stack.callback(discover_plugins, force=True)  # back to the session's configuration
         stack.callback(write_home, home, llm.base_url)
@@ -77,16 +89,16 @@ def live(llm) -> Iterator[dict]:
         mp.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
         mp.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
         install_test_plugins(home)
-        write_home(home, llm.base_url, plugins=("mw_alpha", "mw_beta"))
+        write_home(home, priced.base_url, plugins=("mw_alpha", "mw_beta"))
         discover_plugins(force=True)
         agent = AIAgent(
-            base_url=llm.base_url, api_key="sk-fake-test-key", provider="custom", model="fake-model",
+            base_url=priced.base_url, api_key="sk-fake-test-key", provider="custom", model="fake-model",
             enabled_toolsets=["terminal", "file"], quiet_mode=True, skip_context_files=True, skip_memory=True,
             max_iterations=6, platform="cli",
         )
         history = None
         for turn in range(TURNS):
-            llm.push(*_script())
+            priced.push(*_script())
             result = agent.run_conversation(f"live turn {turn}", conversation_history=history)
             assert result["final_response"] == "done"
             history = result["messages"]
@@ -94,7 +106,7 @@ def live(llm) -> Iterator[dict]:
             # Prometheus holds this turn before the next starts: rate() sees each turn as a change.
             done = f"sum(gen_ai_invoke_agent_duration_seconds_count) == {turn + 1}"
             wait_until(lambda: prom.query(done), 30, f"turn {turn + 1} in Prometheus")
-        yield {"prometheus": prom, "phoenix": phoenix}
+        yield {"prometheus": prom, "phoenix": phoenix, "agent": agent}
 
 
 def _empty_spool(home: Path) -> None:
@@ -162,6 +174,35 @@ def test_panel_values_match_the_run(live):
     assert rewrites[json.dumps({"hermes_middleware_kind": "llm_request", "hermes_middleware_source": "plugin"})] == 4 * TURNS
     labels = dq.model_variable_values(prom)
     assert labels == ["fake-model"]
+    # Cost: every answered call priced by Hermes's own pricing, with its dimensions.
+    spent = one("sum by (gen_ai_request_model, gen_ai_provider_name, hermes_platform, hermes_profile) "
+                "(hermes_usage_cost_total)")
+    assert list(spent) == [json.dumps({"gen_ai_provider_name": "custom", "gen_ai_request_model": "fake-model",
+                                       "hermes_platform": "cli", "hermes_profile": "default"}, sort_keys=True)]
+    assert list(spent.values())[0] == pytest.approx(TURNS * TURN_COST, rel=1e-9)
+    assert live["agent"].session_estimated_cost_usd == pytest.approx(TURNS * TURN_COST, rel=1e-9)  # Hermes's own
+
+
+def test_budget_alerts_fire_on_the_live_spending(live):
+    """The shipped rules on the live spending: silent under the shipped 100 USD; with a budget a little above what
+    Prometheus can see, the 80 % warning alone; with one below it, both."""
+    prom: Prometheus = live["prometheus"]
+    assert {r["name"]: r["health"] for r in prom.rules()} == {
+        "hermes:cost_budget_usd:monthly": "ok", "hermes:usage_cost_usd:30d": "ok",
+        "HermesCostBudget80Percent": "ok", "HermesCostBudgetExceeded": "ok"}
+    assert prom.alerts() == {}
+    # increase() counts the rise after the counter's first sample (which held part or all of the first turn), plus
+    # an extrapolation that shrinks as samples accrue.
+    (first,) = prom.query("sum(min_over_time(hermes_usage_cost_total[10m]))")
+    rise = TURNS * TURN_COST - float(first["value"][1])
+    assert TURN_COST * 0.999 < rise < TURNS * TURN_COST
+    wait_until(lambda: float(prom.query("hermes:usage_cost_usd:30d")[0]["value"][1]) >= rise * 0.999, 30,
+               "the 30-day spending recorded")
+    prom.reload_rules(ALERTS.name, _with_budget(rise * 1.24))  # 80 % of it is just under what was spent
+    wait_until(lambda: prom.alerts() == {"HermesCostBudget80Percent": "firing"}, 60, "the 80 % warning alone")
+    prom.reload_rules(ALERTS.name, _with_budget(rise / 2))
+    wait_until(lambda: prom.alerts() == {"HermesCostBudget80Percent": "firing", "HermesCostBudgetExceeded": "firing"},
+               30, "both alerts")
 
 
 # -- Phoenix ----------------------------------------------------------------------------------------

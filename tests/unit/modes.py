@@ -1,8 +1,7 @@
-"""Run unit tests in both build modes: inline through the SDK, and deferred to the builder.
+"""Run unit tests in both ways observer records are emitted: inline, and on the records thread.
 
-The deferred mode's exporters and readers drain the backlog before they are
-read, so a test's expectations are the same in both modes: the exported data
-must not depend on where it was built.
+The draining exporters drain the emitter before they are read, so a test's expectations are the
+same in both: the exported data must not depend on where records were emitted.
 """
 
 from __future__ import annotations
@@ -11,35 +10,24 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from hermes_otel.deferred import Backlog, DeferredMeter, DeferredTracer, Inline
+from hermes_otel.emitter import Emitter, Inline
 
-MODES = ("inline", "deferred")
-
-
-def backlog_for(mode: str) -> Backlog | Inline:
-    # The builder never wakes on its own here: what is built, and when, is up to the test (drain).
-    return Backlog(interval_s=3600, wake_at=10**9) if mode == "deferred" else Inline()
+MODES = ("inline", "background")
 
 
-def tracer_for(provider, backlog):
-    tracer = provider.get_tracer("test")
-    return DeferredTracer(tracer, backlog) if isinstance(backlog, Backlog) else tracer
-
-
-def meter_for(provider, backlog):
-    meter = provider.get_meter("test")
-    return DeferredMeter(meter, backlog) if isinstance(backlog, Backlog) else meter
+def emitter_for(mode: str) -> Emitter | Inline:
+    return Emitter() if mode == "background" else Inline()
 
 
 def _draining(base: type, reader: str) -> type:
-    """`base` (an in-memory exporter or reader) whose `reader` method drains the backlog first."""
+    """`base` (an in-memory exporter or reader) whose `reader` method drains the emitter first."""
 
-    def __init__(self, backlog) -> None:
+    def __init__(self, emitter) -> None:
         base.__init__(self)
-        self.backlog = backlog
+        self.emitter = emitter
 
     def read(self, *args, **kwargs):
-        self.backlog.drain()
+        self.emitter.drain()
         return getattr(base, reader)(self, *args, **kwargs)
 
     return type(f"Draining{base.__name__}", (base,), {"__init__": __init__, reader: read})

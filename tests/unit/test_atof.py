@@ -107,9 +107,6 @@ def test_stream_sink_batches_retries_and_counts_drops(monkeypatch):
                                            field_name_policy="replace_dots"))
         sink.write([{"n": 1, "otel.status_code": "OK"}, {"n": 2}])
         assert sink.flush(5)
-        deadline = time.monotonic() + 5
-        while not receiver.requests and time.monotonic() < deadline:
-            time.sleep(0.02)
         assert receiver.events() == [{"n": 1, "otel_status_code": "OK"}, {"n": 2}]
         headers, _ = receiver.requests[0]
         assert headers["authorization"] == "Bearer from-env" and headers["content-type"] == "application/x-ndjson"
@@ -122,7 +119,29 @@ def test_stream_sink_batches_retries_and_counts_drops(monkeypatch):
         while (health.dropped["atof"] < before + 3 or len(failing.requests) < 3) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert health.dropped["atof"] == before + 3
-        assert len(failing.requests) == StreamSink.RETRIES  # retried with backoff, then counted as dropped
+        assert len(failing.requests) == StreamSink.RETRY.total + 1  # retried with backoff, then counted as dropped
+        sink.close()
+
+
+def test_stream_sink_flush_waits_for_the_batch_in_flight():
+    """flush() is True only once the receiver has the batch: a batch already taken off the queue and still
+    being sent counts (it returned True at once, a second before the batch arrived)."""
+    with HttpSink(delay_s=1.0) as slow:
+        sink = StreamSink(StreamSinkConfig(url=slow.url, timeout_millis=5000))
+        sink.write([{"n": 1}])
+        time.sleep(0.2)  # the worker has taken the batch: the queue is empty, the POST is in flight
+        assert not sink.flush(0.1)  # not delivered yet: not flushed
+        assert sink.flush(5) and slow.events() == [{"n": 1}]
+        sink.close()
+
+
+def test_stream_sink_never_follows_a_redirect_with_its_headers(monkeypatch):
+    monkeypatch.setenv("ATOF_TOKEN", "Bearer secret")
+    with HttpSink() as elsewhere, HttpSink(status=307, location=elsewhere.url) as redirecting:
+        sink = StreamSink(StreamSinkConfig(url=redirecting.url, header_env={"authorization": "ATOF_TOKEN"}))
+        sink.write([{"n": 1}])
+        assert sink.flush(5)
+        assert len(redirecting.requests) == 1 and elsewhere.requests == []  # the token went nowhere else
         sink.close()
 
 

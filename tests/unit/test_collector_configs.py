@@ -55,7 +55,7 @@ def documented_combinations() -> set[tuple[str, ...]]:
     for source in sources:
         for match in _COMMAND.finditer(source.read_text(encoding="utf-8")):
             files = re.findall(r"--config[ =](\S+)", match.group(1))
-            found.add(tuple(f.strip("`'\"").removeprefix("collector/") for f in files))
+            found.add(tuple(f.rstrip(".,;:").strip("`'\"").removeprefix("collector/") for f in files))
     return found
 
 

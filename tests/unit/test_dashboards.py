@@ -76,7 +76,8 @@ def test_metric_names_come_from_the_catalog():
     used = set()
     for query in dq.prometheus_queries():
         names = dq.metric_names(query.expr)
-        assert names and names <= known, (query.panel, names - known)
+        # Every query reads a metric of ours, except the budget's reference lines.
+        assert (names or "$budget" in query.expr) and names <= known, (query.panel, names - known)
         used |= names
     # Every metric we emit appears on a dashboard, except approvals (shown in traces).
     missing = {m.name for m in catalog.METRICS if not dq.prometheus_names(m) & used}
@@ -96,3 +97,30 @@ def test_datasources_are_provisioned():
     for board in dq.load().values():
         kinds = {v["query"] for v in board["templating"]["list"] if v["type"] == "datasource"}
         assert kinds <= set(types)
+
+
+def test_traceql_queries_name_documented_span_attributes():
+    queries = dq.traceql_queries()
+    assert {(q.dashboard, q.panel) for q in queries} >= {("hermes-ops-overview.json", "Top sessions by cost")}
+    documented = {a for span in (*catalog.SPANS, *catalog.MIDDLEWARE_SPANS) for a in span.attributes}
+    for query in queries:
+        names = set(re.findall(r"\bspan\.([a-z_][a-z0-9_.]*[a-z0-9_])", query.expr))
+        assert names and names <= documented, (query.panel, names - documented)
+    (top,) = [q for q in queries if q.panel == "Top sessions by cost"]
+    assert "sum_over_time(span.hermes.usage.cost) by (span.gen_ai.conversation.id)" in top.expr
+    assert top.expr.endswith("| topk(10)")
+
+
+def test_cost_row_and_budget_variable():
+    board = dq.load()["hermes-ops-overview.json"]
+    rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
+    assert rows.index("Cost") == rows.index("Models") + 1
+    cost = {p["title"]: p for p in dq.panels(board) if p["type"] != "row" and "cost" in p["title"].lower() or "budget" in p["title"].lower()
+            or "burn" in p["title"].lower()}
+    assert set(cost) == {"Cost per day by model", "Cost per day by profile", "Burn rate",
+                         "Month to date against budget", "Top sessions by cost"}
+    assert cost["Cost per day by model"]["interval"] == cost["Cost per day by profile"]["interval"] == "1d"
+    assert cost["Month to date against budget"]["timeFrom"] == "now/M"
+    assert all(p["fieldConfig"]["defaults"]["unit"] == "currencyUSD" for t, p in cost.items() if t != "Top sessions by cost")
+    (budget,) = [v for v in board["templating"]["list"] if v["name"] == "budget"]
+    assert budget["type"] == "textbox" and budget["query"] == generator.BUDGET_DEFAULT

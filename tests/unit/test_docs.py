@@ -30,21 +30,16 @@ def test_every_config_key_is_documented():
             assert f"`{field.env}`" in text
 
 
-def test_architecture_states_the_timing_constants_of_the_code():
+def test_architecture_states_the_bounds_of_the_code():
     import inspect
 
-    from hermes_otel import _gil, deferred, telemetry
-    from hermes_otel.exporters import slices
+    from hermes_otel.emitter import Emitter
+    from hermes_otel.tracking import Tracker
 
     text = " ".join((DOCS / "architecture.md").read_text(encoding="utf-8").split())
-    limit = inspect.signature(deferred.Backlog).parameters["limit"].default
-    for phrase in (
-        f"every {deferred._YIELD_EVERY} items by blocking for {_gil.PAUSE_S * 1000:g} ms",
-        f"bounded ({limit:,} items)",
-        f"encode a batch {slices.SLICE_ITEMS} items at a time",
-        f"waits up to {telemetry.ROOM_WAIT_S:g} s for the exporter",
-        f"for the next {telemetry.NO_WAIT_S:g} s new items are dropped at once",
-    ):
+    records = inspect.signature(Emitter).parameters["limit"].default
+    open_items = inspect.signature(Tracker).parameters["max_turns"].default
+    for phrase in (f"That queue is bounded ({records:,} records)", f"at most {open_items} open items each"):
         assert phrase in text, phrase
 
 

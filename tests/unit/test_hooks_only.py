@@ -1,7 +1,7 @@
 """Hooks-only chat spans (a Hermes without middleware): from pre_api_request to post_api_request or api_request_error.
 
 Payloads as Hermes 0.16.0 passes them (agent/conversation_loop.py); explicit providers, in-memory exporters,
-both build modes. The real run on 0.16.0 is tests/matrix/test_smoke.py.
+no global state. The real run on 0.16.0 is tests/matrix/test_smoke.py.
 """
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from hermes_otel.hooks_only import chat_callbacks
-from hermes_otel.tracker import Tracker
-from tests.unit.modes import MODES, DrainingReader, DrainingSpans, backlog_for, meter_for, tracer_for
+from hermes_otel.tracking import Tracker
 
 TURN = "s1:task:0001"
 IDS = {"session_id": "s1", "task_id": "task", "turn_id": TURN, "platform": "cli", "model": "fake-model",
@@ -22,16 +23,14 @@ IDS = {"session_id": "s1", "task_id": "task", "turn_id": TURN, "platform": "cli"
        "telemetry_schema_version": "hermes.observer.v1"}
 
 
-@pytest.fixture(params=MODES)
-def env(request):
-    backlog = backlog_for(request.param)
-    exporter = DrainingSpans(backlog)
+@pytest.fixture
+def env():
+    exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    meter_provider = MeterProvider(metric_readers=[DrainingReader(backlog)])
-    tracker = Tracker(tracer_for(provider, backlog), meter_for(meter_provider, backlog))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    tracker = Tracker(provider.get_tracer("test"), meter_provider.get_meter("test"))
     yield tracker, exporter
-    backlog.shutdown()
     provider.shutdown()
     meter_provider.shutdown()
 

@@ -13,27 +13,27 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from hermes_otel import _log
 from hermes_otel.bridge import KNOWN_HOOKS, ObserverBridge
-from hermes_otel.tracker import Tracker
-from tests.unit.modes import MODES, DrainingLogs, DrainingSpans, backlog_for, tracer_for
+from hermes_otel.tracking import Tracker
+from tests.unit.modes import MODES, DrainingLogs, DrainingSpans, emitter_for
 
 V1 = {"telemetry_schema_version": "hermes.observer.v1"}
 
 
 @pytest.fixture(params=MODES)
 def env(request):
-    backlog = backlog_for(request.param)
-    spans, logs = DrainingSpans(backlog), DrainingLogs(backlog)
+    emitter = emitter_for(request.param)
+    spans, logs = DrainingSpans(emitter), DrainingLogs(emitter)
     tracer_provider, logger_provider = TracerProvider(), LoggerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    tracker = Tracker(tracer_for(tracer_provider, backlog), max_turns=8)
+    tracker = Tracker(tracer_provider.get_tracer("test"), max_turns=8)
     _log.reset()
 
     def make(capture="NO_CONTENT"):
-        return ObserverBridge(tracker, logger_provider.get_logger("t"), capture=capture, backlog=backlog)
+        return ObserverBridge(tracker, logger_provider.get_logger("t"), capture=capture, emitter=emitter)
 
     yield make, tracker, spans, logs
-    backlog.shutdown()
+    emitter.shutdown()
     tracer_provider.shutdown()
     logger_provider.shutdown()
 
@@ -75,7 +75,8 @@ def test_one_record_per_hook_correlated_to_its_span(env):
 
 def test_tool_hook_records_belong_to_the_span_open_when_the_hook_ran(env):
     """pre_tool_call runs before the call's span, post_tool_call ends it, transform_tool_result comes
-    after; a verdict for a call that never ran gets a span of its own, and its record the turn's."""
+    after (and still belongs to the call); a verdict for a call that never ran gets a span of its own,
+    and its record the turn's."""
     make, tracker, spans, logs = env
     bridge = make()
     ids = {"session_id": "s", "turn_id": "s:t:1", **V1}
@@ -94,7 +95,7 @@ def test_tool_hook_records_belong_to_the_span_open_when_the_hook_ran(env):
         ("pre_llm_call", root.context.span_id),
         ("pre_tool_call", root.context.span_id),
         ("post_tool_call", ran_span.context.span_id),
-        ("transform_tool_result", root.context.span_id),
+        ("transform_tool_result", ran_span.context.span_id),
         ("post_tool_call", root.context.span_id),
         ("on_session_end", root.context.span_id),
     ]
@@ -178,10 +179,12 @@ def test_state_stays_bounded_over_ten_thousand_turns(env):
         if i % 3:
             bridge.on_hook("on_session_end", {**ids, "completed": True})
     limit = 8
-    for name in ("_turns", "_tools", "_failed_chats", "_last_root", "_sessions", "_pending"):
-        assert len(getattr(tracker, name)) <= limit, name
+    state = {"turns": tracker.turns.open, "previous turns": tracker.turns.previous, "ended turns": tracker.turns.ended,
+             "sessions": tracker.turns.sessions, "tools": tracker.tools.open, "failed chats": tracker.chats.failed,
+             "request events": tracker._pending}
+    assert {name: len(m) for name, m in state.items() if len(m) > limit} == {}
     tracker.end_all("shutdown")
-    assert tracker.open_turns() == 0 and not tracker._tools and not tracker._failed_chats
+    assert tracker.open_turns() == 0 and not tracker.tools.open and not tracker.chats.failed
 
 
 def test_ttl_sweep_ends_stale_turns_explicitly(env):
@@ -190,4 +193,4 @@ def test_ttl_sweep_ends_stale_turns_explicitly(env):
     tracker.sweep(now=10**9)  # far in the future: past every TTL
     (span,) = spans.get_finished_spans()
     assert span.attributes["hermes.turn.end_reason"] == "ttl"
-    assert not tracker._sessions
+    assert not tracker.turns.sessions

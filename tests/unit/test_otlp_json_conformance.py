@@ -56,7 +56,6 @@ from hermes_otel.exporters.file import (
     JsonFileSpanExporter,
     RotatingJsonLinesWriter,
 )
-from hermes_otel.exporters.slices import slices
 
 EXAMPLES = settings(max_examples=60, deadline=None, database=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -130,8 +129,8 @@ def written_lines(make_exporter: Callable[[RotatingJsonLinesWriter], Any], expor
 
 
 def reference_lines(batch: Sequence[Any], encode: Callable[[Sequence[Any]], Any]) -> list[dict]:
-    """The reference encoding of each slice our exporters write as one line (empty slices write nothing)."""
-    return [obj for part in slices(batch) if (obj := encode(list(part)).to_dict())]
+    """The reference encoding of the line our exporters write for a batch (an empty batch writes nothing)."""
+    return [obj for obj in (encode(list(batch)).to_dict(),) if obj]
 
 
 def make_spans(resource: Resource, scope_names: list[str], specs: list[dict[str, Any]]) -> list[Any]:

@@ -77,21 +77,32 @@ def test_streaming_namespace_response():
         prompt_tokens_details={"cached_tokens": 64},
         completion_tokens_details={"reasoning_tokens": 5},
     )
-    response = SimpleNamespace(
-        id="chatcmpl-1",
+    response = SimpleNamespace(  # what Hermes assembles from a stream: its own id, the provider's model and usage
+        id="stream-0b8f6a3e-1d2c-4e5f-8a9b-0c1d2e3f4a5b",
         model="m-2024",
         choices=[SimpleNamespace(index=0, message=SimpleNamespace(role="assistant", content="hi"), finish_reason="stop")],
         usage=usage,
     )
     assert sc.chat_response_attributes(response) == {
         "gen_ai.request.stream": True,
-        "gen_ai.response.id": "chatcmpl-1",
+        "hermes.response.id": "stream-0b8f6a3e-1d2c-4e5f-8a9b-0c1d2e3f4a5b",
         "gen_ai.response.model": "m-2024",
         "gen_ai.response.finish_reasons": ("stop",),
         "gen_ai.usage.input_tokens": 100,
         "gen_ai.usage.output_tokens": 20,
         "gen_ai.usage.cache_read.input_tokens": 64,
         "gen_ai.usage.reasoning.output_tokens": 5,
+    }
+
+
+def test_a_broken_off_streams_stub_carries_no_made_up_finish_reason():
+    from agent.chat_completion_helpers import PARTIAL_STREAM_STUB_ID
+
+    stub = SimpleNamespace(id=PARTIAL_STREAM_STUB_ID, model="m", usage=None,
+                           choices=[SimpleNamespace(index=0, message=None, finish_reason="length")])
+    assert sc.chat_response_attributes(stub) == {
+        "gen_ai.request.stream": True, "hermes.response.id": PARTIAL_STREAM_STUB_ID,
+        "hermes.response.stub": "partial_stream", "gen_ai.response.model": "m",
     }
 
 

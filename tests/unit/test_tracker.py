@@ -8,24 +8,24 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, StatusCode
 
-from hermes_otel.tracker import Tracker
-from tests.unit.modes import MODES, DrainingReader, DrainingSpans, backlog_for, meter_for, tracer_for
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from hermes_otel.tracking import Tracker
 
 SESSION = "s1"
 TURN = "s1:task:0001"
 
 
-@pytest.fixture(params=MODES)
-def env(request):
-    backlog = backlog_for(request.param)
-    exporter = DrainingSpans(backlog)
+@pytest.fixture
+def env():
+    exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = DrainingReader(backlog)
+    reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
-    tracker = Tracker(tracer_for(provider, backlog), meter_for(meter_provider, backlog), max_turns=3)
+    tracker = Tracker(provider.get_tracer("test"), meter_provider.get_meter("test"), max_turns=3)
     yield tracker, exporter, reader
-    backlog.shutdown()
     provider.shutdown()
     meter_provider.shutdown()
 

@@ -1,8 +1,10 @@
 """Records every observer hook call (name and ids), in order, for the log-stream tests."""
 
 import threading
+import time
 
 TAPE = []
+TIMES = []  # (hook, wall-clock ns when Hermes called it), in TAPE's order
 _lock = threading.Lock()
 
 
@@ -15,7 +17,9 @@ def register(ctx):
 
 def _recorder(name):
     def record(**kwargs):
+        now = time.time_ns()
         with _lock:
             TAPE.append((name, kwargs.get("turn_id"), kwargs.get("tool_call_id")))
+            TIMES.append((name, now))
 
     return record

@@ -1,0 +1,150 @@
+"""Turns (one trace each) and the sessions they belong to."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+
+from .. import semconv as sc
+from .bounded import BoundedMap
+from .instruments import Instruments
+from .keys import text
+
+_AGENT_LABELS = {sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: sc.AGENT}
+
+
+@dataclass
+class Turn:
+    span: Span
+    context: otel_context.Context
+    session_id: str
+    started: float = field(default_factory=time.monotonic)
+    attempts: dict[str, int] = field(default_factory=dict)  # api_request_id -> attempts so far
+    # The latest failed provider attempt not followed by a success: (error type, its end). A turn that
+    # Hermes abandons after its retries (it fires no on_session_end then) ends with it.
+    failure: tuple[str, int] | None = None
+
+
+class Turns:
+    def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, limit: int,
+                 parent_of: Callable[[str], Span | None], emitter: Any = None, costs: Any = None) -> None:
+        self._tracer = tracer
+        self._metrics = metrics
+        self._emitter = emitter
+        self._costs = costs
+        self._parent_of = parent_of  # a subagent session's span (its turns nest under it)
+        self.open: BoundedMap[str, Turn] = BoundedMap(limit, on_evict=lambda t: self._finish(t, {}, "evicted"))
+        self.previous: BoundedMap[str, trace.SpanContext] = BoundedMap(limit)  # session -> last turn root
+        self.ended: BoundedMap[str, trace.SpanContext] = BoundedMap(limit)  # recently ended turn -> its root
+        self.sessions: BoundedMap[str, float] = BoundedMap(limit)  # session -> last activity (monotonic)
+
+    def ensure(self, turn_id: Any, session_id: Any, payload: Mapping[str, Any]) -> Turn | None:
+        """The open turn for `turn_id`, started now if this is its first sign of life."""
+        if not isinstance(turn_id, str) or not turn_id:
+            return None
+        existing = self.open.get(turn_id)
+        if existing is not None:
+            return existing
+        ended = self.ended.get(turn_id)
+        if ended is not None:
+            # A late event of a finished turn (an abandoned tool worker, ...): in the turn's trace, never reopened.
+            root = trace.NonRecordingSpan(ended)
+            return Turn(root, trace.set_span_in_context(root), text(session_id))
+        session = text(session_id)
+        previous = self.previous.get(session) if session else None
+        links = [Link(previous, {"hermes.link.type": "previous_turn"})] if previous else None
+        subagent = self._parent_of(session) if session else None
+        # A subagent's turns nest under the parent's subagent span; any other turn starts a trace, in the
+        # caller's context otherwise (its baggage goes along, as with any span started inline there).
+        parent = trace.set_span_in_context(subagent if subagent is not None else trace.INVALID_SPAN)
+        span = self._tracer.start_span(
+            f"{sc.OP_AGENT} {sc.AGENT}", context=parent, kind=SpanKind.INTERNAL,
+            attributes=sc.turn_attributes(session, turn_id, payload), links=links,
+        )
+        turn = Turn(span, trace.set_span_in_context(span), session)
+        if session:
+            self.touch(session)
+            self.previous.put(session, span.get_span_context())
+        self.open.put(turn_id, turn)
+        return turn
+
+    def touch(self, session_id: str) -> None:
+        self.sessions.put(session_id, time.monotonic())
+
+    def of_session(self, session_id: Any) -> Turn | None:
+        """The newest open turn of a session (for records that carry only the session id)."""
+        session = text(session_id)
+        return self.open.find(lambda t: t.session_id == session) if session else None
+
+    def end(self, turn_id: str, payload: Mapping[str, Any], reason: str | None) -> None:
+        turn = self.open.pop(turn_id)
+        if turn is None:
+            return
+        self.ended.put(turn_id, turn.span.get_span_context())
+        self._finish(turn, payload, reason, turn_id)
+
+    def _finish(self, turn: Turn, payload: Mapping[str, Any], reason: str | None, turn_id: str = "") -> None:
+        """End a turn's root: Hermes's verdict when it gave one, else why we ended it. Only a turn Hermes
+        reports completed is not an error. The end goes to the records thread, after the turn's attempts
+        (their prices make its total), stamped now."""
+        end_ns = time.time_ns()
+        duration = time.monotonic() - turn.started
+        if self._emitter is None:
+            self._close(turn, dict(payload), reason, turn_id, end_ns, duration)
+        else:
+            self._emitter.submit_end(self._close, turn, dict(payload), reason, turn_id, end_ns, duration)
+
+    def _close(self, turn: Turn, payload: Mapping[str, Any], reason: str | None, turn_id: str, end_ns: int,
+               duration: float) -> None:
+        span = turn.span
+        completed, interrupted = payload.get("completed"), payload.get("interrupted")
+        if isinstance(completed, bool):
+            span.set_attribute(sc.TURN_COMPLETED, completed)
+        if isinstance(interrupted, bool):
+            span.set_attribute(sc.TURN_INTERRUPTED, interrupted)
+        if reason is not None:
+            span.set_attribute(sc.TURN_END_REASON, reason)
+        if interrupted is True:
+            error, message = "interrupted", "interrupted"
+        elif completed is True:
+            error, message = None, None
+        elif turn.failure is not None:
+            error, message = turn.failure[0], "the provider call failed and Hermes gave up"
+            if reason is not None:  # Hermes gave up then (it fires no on_session_end for that)
+                duration -= (end_ns - turn.failure[1]) / 1e9
+                end_ns = turn.failure[1]
+        else:
+            error = "incomplete" if reason is None else reason
+            message = "incomplete" if reason is None else f"the turn never finished ({reason})"
+        if error is not None:
+            span.set_attribute(sc.ERROR_TYPE, error)
+            span.set_status(Status(StatusCode.ERROR, message))
+        if self._costs is not None:  # the turn's total, its attempts priced before this runs
+            span.set_attributes(self._costs.turn_attributes(turn_id))
+        span.end(end_time=end_ns)
+        if self._metrics is not None:
+            labels = _AGENT_LABELS if error is None else {**_AGENT_LABELS, sc.ERROR_TYPE: error}
+            self._metrics.agent_duration.record(max(duration, 0.0), labels, trace.set_span_in_context(span))
+
+    def stale(self, now: float, ttl_s: float) -> list[str]:
+        return [turn_id for turn_id, t in self.open.items() if now - t.started > ttl_s]
+
+    def idle_sessions(self, now: float, ttl_s: float) -> list[str]:
+        return [session for session, seen in self.sessions.items() if now - seen > ttl_s]
+
+    def forget_session(self, session_id: str) -> list[str]:
+        """The session's state goes; returns its open turns (to end)."""
+        self.sessions.pop(session_id)
+        self.previous.pop(session_id)
+        return [turn_id for turn_id, t in self.open.items() if t.session_id == session_id]
+
+    def adopt(self, other: Turns) -> None:
+        for mine, theirs in ((self.open, other.open), (self.previous, other.previous), (self.ended, other.ended),
+                             (self.sessions, other.sessions)):
+            mine.adopt(theirs)
