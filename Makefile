@@ -101,9 +101,10 @@ test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed)  ## the r
 		$(MATRIX)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/matrix || exit 1; \
 	done
 
-bench: $(VENV)/.test-installed  ## overhead vs the SDK floor, history, throughput, memory, dead collectors (writes benchmarks/results/latest.json)
+bench: $(VENV)/.test-installed  ## overhead vs the SDK floor, history, throughput, memory, dead collectors; exit time per fault, spool write/replay (writes benchmarks/results/latest.json, spool.json)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/compare.py  # the chosen design against the replaced one, side by side
+	$(BIN)/python benchmarks/spool.py
 
 docs: $(VENV)/.test-installed  ## regenerate the reference pages and dashboards, build the site into site/
 	$(BIN)/python -m hermes_otel.reference docs

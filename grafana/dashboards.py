@@ -182,6 +182,18 @@ OVERVIEW: dict[str, tuple[PromPanel, ...]] = {
                   "short",
                   (Query(f"sum by (hermes_otel_signal) (increase(hermes_otel_exporter_dropped_total[{RATE}]))",
                          "{{hermes_otel_signal}}"),)),
+        PromPanel("Spool backlog", "Undelivered telemetry waiting in the spool to be re-sent, by signal (0 when "
+                  "the collector keeps up).", "bytes",
+                  (Query("sum by (hermes_otel_signal) (hermes_otel_spool_size_bytes)", "{{hermes_otel_signal}}"),)),
+        PromPanel("Spool batches", "Batches written to the spool, re-sent from it (acknowledged), and evicted from "
+                  "it unsent (over its size or age cap, or rejected), by signal.", "short",
+                  (Query(f"sum by (hermes_otel_signal) (increase(hermes_otel_spool_spooled_total[{RATE}]))",
+                         "spooled {{hermes_otel_signal}}"),
+                   Query(f"sum by (hermes_otel_signal) (increase(hermes_otel_spool_replayed_total[{RATE}]))",
+                         "re-sent {{hermes_otel_signal}}"),
+                   Query("sum by (hermes_otel_signal, hermes_otel_spool_reason) "
+                         f"(increase(hermes_otel_spool_evicted_total[{RATE}]))",
+                         "evicted {{hermes_otel_signal}} ({{hermes_otel_spool_reason}})"))),
     ),
     "Span metrics (Collector spanmetrics connector)": (
         PromPanel("Span calls per operation", "Spans per second by gen_ai.operation.name and status, from the "

@@ -136,6 +136,9 @@ ATTRIBUTES: dict[str, str] = {
     cost.SESSION_COST_STATUS: "As for the turn: `estimated`, `included`, `partial` or `unknown`.",
     cost.PROFILE: "The Hermes profile the process runs (`default`, a profile name, or `custom`).",
     "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof` or `relay` (metric attribute).",
+    "hermes.otel.spool.reason": "Why a spooled batch was removed unsent: `size` or `age` (over `spool_max_mb` / "
+    "`spool_max_age`), `rejected` (the endpoint refused it as malformed: HTTP 400, 413, 422 or gRPC INVALID_ARGUMENT), "
+    "`unreadable` (no readable request in it) (metric attribute).",
 }
 
 SPANS: tuple[SpanDoc, ...] = (
@@ -280,6 +283,26 @@ METRICS: tuple[MetricDoc, ...] = (
         "Estimated cost in USD of provider attempts (those Hermes could price), with an exemplar pointing at the "
         "attempt's span.",
         (sc.PROVIDER, sc.REQUEST_MODEL, sc.PLATFORM, cost.PROFILE, sc.SUBAGENT_ROLE),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.size", "gauge", "By",
+        "Bytes of undelivered telemetry waiting in the spool (`$HERMES_HOME/otel/spool`), by signal, as this "
+        "process last counted them (with the spool on and an OTLP endpoint).", ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.spooled", "counter", "{batch}",
+        "Batches this process wrote to the spool: not delivered after the exporter's retries, still unacknowledged "
+        "at exit, or beyond what a slow endpoint could take.", ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.replayed", "counter", "{batch}",
+        "Spooled batches this process re-sent and the endpoint acknowledged (whichever process spooled them).",
+        ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.evicted", "counter", "{batch}",
+        "Spooled batches this process removed unsent, by reason.",
+        ("hermes.otel.signal", "hermes.otel.spool.reason"),
     ),
 )
 

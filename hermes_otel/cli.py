@@ -1,4 +1,4 @@
-"""`hermes-otel`: enable, disable, demo, view, cost, doctor, config validate, config keys."""
+"""`hermes-otel`: enable, disable, demo, view, cost, doctor, spool, config validate, config keys."""
 
 from __future__ import annotations
 
@@ -60,6 +60,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     sub.add_parser("doctor", help="check installation, enablement, configuration and endpoints")
 
+    from . import spool_cli
+
+    spool_cli.add_parser(sub)
+
     cfg = sub.add_parser("config", help="configuration tools")
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
     validate = cfg_sub.add_parser("validate", help="validate a plugins.toml")
@@ -79,6 +83,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return cost_report.run(args, _default_otel_dir)
     if args.command == "doctor":
         return cmd_doctor()
+    if args.command == "spool":
+        return spool_cli.run(args)
     if args.config_command == "keys":
         return cmd_keys()
     return cmd_validate(args.file)
@@ -252,6 +258,10 @@ def _check_runtime(report: _Report, settings: config.Settings) -> None:
                        (sink.filename,), "the sink will not start")
     if settings.metrics_enabled and settings.metrics_exporter == "prometheus":
         _check_prometheus(report, settings)
+    from . import spool_cli
+
+    for level, text in spool_cli.doctor_lines(plan):
+        getattr(report, level)(text)
 
 
 def _health_check_url(settings: config.Settings) -> tuple[str, bool] | None:

@@ -114,7 +114,14 @@ def configuration_markdown() -> str:
         "With no OTLP endpoint for a signal, that signal is written to `traces.jsonl`, `logs.jsonl` or",
         "`metrics.jsonl` under `file.directory`: one OTLP/JSON export request per line, the encoding the",
         "Collector's `otlp_json_file` receiver reads. Files are rotated at `file.max_bytes` keeping",
-        "`file.backups` old files (`traces.jsonl.1`, ...), created 0600 in a 0700 directory.",
+        "`file.backups` old files (`traces.jsonl.<n>`, numbered upwards: the highest is the newest), created 0600",
+        "in a 0700 directory; several processes may share them (rotation takes a lock, `.traces.jsonl.lock`).",
+        "",
+        "## The spool",
+        "",
+        "What an OTLP endpoint cannot take is kept under `$HERMES_HOME/otel/spool/<signal>/` (one batch per",
+        "file, the same OTLP/JSON lines) and re-sent later, within `spool_max_mb` and `spool_max_age`; see",
+        "[reliability](reliability.md). `spool = false` turns it off.",
         "",
     ]
     return "\n".join(out)

@@ -22,8 +22,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from . import _log, content, telemetry
 from .bridge import ObserverBridge
 from .config import Settings
+from .exporters import delivery
 from .cost import CostLedger
 from .exporters.health import health
+from .exporters.resend import resender, targets_of
+from .exporters.spool import spool_for
 from .safety import safely
 from .tracking import Tracker
 
@@ -78,8 +81,10 @@ def configure(settings: Settings) -> Tracker | None:
     global _atexit_registered
     with _lock:
         if not settings.enabled:
-            _retire(_state.telemetry)
+            tracker, old = _state.tracker, _state.telemetry
             _state.telemetry, _state.tracker, _state.bridge = None, None, None
+            safely(resender.stop)
+            _end_and_export(tracker, old, "disabled")  # what is open ends and is exported now
             return None
         live = _state.telemetry
         if live is not None and live.settings == settings:
@@ -90,7 +95,9 @@ def configure(settings: Settings) -> Tracker | None:
             new = telemetry.Telemetry(settings, tp, mp, lp, owned=False)
             safely(telemetry.observe_drops, mp)
         else:
+            delivery.cancel_exit()  # configured again after a shutdown: not exiting after all
             new = telemetry.build(settings)
+            safely(resender.serve, spool_for(settings), targets_of(settings))
         _retire(live)
         _state.telemetry = new
         _state.tracker = _replace_tracker(_state.tracker, new)
@@ -104,11 +111,23 @@ def configure(settings: Settings) -> Tracker | None:
 def stop_tracing() -> None:
     """Our plugin is no longer loaded (a reload dropped it): end what is open, trace nothing more."""
     with _lock:
-        tracker = _state.tracker
-        _retire(_state.telemetry)
+        tracker, old = _state.tracker, _state.telemetry
         _state.telemetry, _state.tracker, _state.bridge = None, None, None
+        safely(resender.stop)
+    _end_and_export(tracker, old, "plugin_unloaded")
+
+
+def _end_and_export(tracker: Tracker | None, old: telemetry.Telemetry | None, reason: str) -> None:
+    """Telemetry goes off while turns may be open: end them and export what is open now, in the background
+    (bounded); the providers are shut down at exit."""
     if tracker is not None:
-        tracker.end_all("plugin_unloaded")
+        safely(tracker.end_all, reason)
+    if old is None:
+        return
+    with _lock:
+        _retire(old)
+    threading.Thread(target=safely, args=(old.force_flush, old.settings.flush_timeout_s),
+                     name="hermes-otel-retired-flush", daemon=True).start()
 
 
 def _replace_tracker(old: Tracker | None, new: telemetry.Telemetry) -> Tracker:
@@ -140,8 +159,13 @@ def flush(timeout_s: float | None = None) -> bool:
 
 
 def shutdown() -> None:
-    """End what is open and shut everything down, within the flush budget (process exit)."""
+    """End what is open and shut everything down (process exit).
+
+    OTLP exporters wait at most 100 ms for the network, all together, then spool what is unacknowledged
+    (exporters/delivery.py); the local files get the flush budget."""
     started = time.monotonic()  # the budget covers ending open spans too
+    exit_at = delivery.begin_exit()
+    safely(resender.stop)  # no new re-sends; one in flight may finish by exit_at (below)
     with _lock:
         live, tracker = _state.telemetry, _state.tracker
         retired = list(_retired)
@@ -162,3 +186,4 @@ def shutdown() -> None:
                 "hermes-otel: export did not finish within %.1fs at exit; unsent telemetry was dropped",
                 budget,
             )
+    safely(resender.stop, exit_at)  # a re-send in flight may finish within the same 100 ms

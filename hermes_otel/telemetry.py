@@ -65,6 +65,9 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
+from .exporters.delivery import finishing_together, outbox_exporter
+from .exporters.spool import endpoint_key, spool_for
+from .exporters.spool import observe as observe_spool
 from .safety import safely
 from .version import __version__
 
@@ -126,8 +129,9 @@ def build_sampler(settings: Settings) -> Sampler:
     return ParentBased(ALWAYS_ON)
 
 
-def _otlp_exporter(signal: str, target: OTLPTarget):
-    """Exporter for one signal; imported lazily so an unused transport costs nothing."""
+def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
+    """Exporter for one signal; imported lazily so an unused transport costs nothing. It never waits on the
+    network in the SDK's threads; what it cannot deliver goes to the spool (exporters/delivery.py)."""
     gzip = target.compression == "gzip"
     if target.protocol == "grpc":
         from grpc import Compression as GrpcCompression
@@ -162,7 +166,9 @@ def _otlp_exporter(signal: str, target: OTLPTarget):
         **kwargs,
     )
     guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
-    return guard(inner, target.endpoint)
+    return outbox_exporter(signal, guard(inner, target.endpoint, count_drops=False), target.endpoint,
+                           endpoint_key(target.protocol, target.endpoint), spool_for(settings),
+                           settings.flush_timeout_s, settings.bsp_max_queue_size)
 
 
 _DROP_SIGNALS = ("traces", "logs", "metrics")  # always reported (0 is news too); others once they drop
@@ -222,14 +228,14 @@ class Telemetry:
 
     def force_flush(self, timeout_s: float) -> bool:
         """Flush all signals; returns False when the deadline passed first."""
-        return _within(timeout_s, self._flush_all, self.endpoints)
+        return _within(timeout_s, self._flush_all)
 
     def shutdown(self, timeout_s: float) -> bool:
         if not self.owned:
             done = self.force_flush(timeout_s)
             self.emitter.shutdown(0)
             return done
-        return _within(timeout_s, self._shutdown_all, self.endpoints)
+        return _within(timeout_s, self._shutdown_all)
 
     def _flush_all(self, timeout_ms: int) -> None:
         self.emitter.drain(timeout_ms / 1000)
@@ -239,24 +245,23 @@ class Telemetry:
 
     def _shutdown_all(self, timeout_ms: int) -> None:
         self.emitter.shutdown(timeout_ms / 1000)
-        self.tracer_provider.shutdown()
-        self.logger_provider.shutdown()
-        self.meter_provider.shutdown(timeout_millis=timeout_ms)
+        with finishing_together():  # every exporter its own budget: the files never wait behind an endpoint
+            self.tracer_provider.shutdown()
+            self.logger_provider.shutdown()
+            self.meter_provider.shutdown(timeout_millis=timeout_ms)
 
 
-def _within(timeout_s: float, work, endpoints: frozenset[str] | None = None) -> bool:
-    """Run `work` on a daemon thread and wait at most `timeout_s` for it.
+def _within(timeout_s: float, work) -> bool:
+    """Run `work` on a daemon thread and wait at most `timeout_s` for it (the daemon thread lets the process
+    exit anyway).
 
-    A hung collector can keep an exporter busy far beyond our budget; the
-    daemon thread lets the process exit anyway. When an endpoint is failing
-    (or starts failing while we wait) waiting is pointless: the exporter is
-    only sleeping out its retry backoff, so we stop waiting at once.
+    The budget belongs to the local exporters (files, console): an OTLP exporter never holds the flush, it
+    only hands batches to its outbox, whose shutdown waits at most 100 ms and spools the rest (or, without the
+    spool, waits its own flush budget, not at all for a failing endpoint; exporters/delivery.py). So a failing
+    endpoint never cuts the files short.
     """
     timeout_ms = max(int(timeout_s * 1000), 1)
     done = threading.Event()
-    started = time.monotonic()
-    if health.any_failing(endpoints):
-        timeout_s = min(timeout_s, 0.05)
 
     def run() -> None:
         try:
@@ -267,11 +272,7 @@ def _within(timeout_s: float, work, endpoints: frozenset[str] | None = None) -> 
             done.set()
 
     threading.Thread(target=run, name="hermes-otel-flush", daemon=True).start()
-    deadline = started + timeout_s
-    while not done.wait(min(0.01, max(deadline - time.monotonic(), 0))):
-        if time.monotonic() >= deadline or health.failing_since(started, endpoints):
-            return False
-    return True
+    return done.wait(timeout_s)
 
 
 _FILE_EXPORTERS = {"traces": JsonFileSpanExporter, "logs": JsonFileLogExporter, "metrics": JsonFileMetricExporter}
@@ -285,7 +286,7 @@ def _exporters(signal: str, settings: Settings, writers: dict[str, RotatingJsonL
     if signal in settings.otlp:
         target = settings.otlp[signal]
         try:
-            exporters.append(_otlp_exporter(signal, target))
+            exporters.append(_otlp_exporter(signal, target, settings))
         except Exception as exc:  # noqa: BLE001 - a broken transport must not cost the telemetry
             _log.logger.error(
                 "hermes-otel: cannot create the %s exporter for %s (%s: %s); writing %s to files under %s instead",
@@ -296,7 +297,7 @@ def _exporters(signal: str, settings: Settings, writers: dict[str, RotatingJsonL
         writer = writers.get(signal) or RotatingJsonLinesWriter(
             file_paths(settings.file_directory)[signal], settings.file_max_bytes, settings.file_backups
         )
-        exporters.append(_FILE_EXPORTERS[signal](writer))
+        exporters.insert(0, _FILE_EXPORTERS[signal](writer))  # first: flushed first, with the whole budget
     return exporters
 
 
@@ -317,11 +318,12 @@ def _relay_forwarder(settings: Settings):
     return RelayForwarder(activation)
 
 
-def _relay_span_processor(endpoint) -> BatchSpanProcessor:
+def _relay_span_processor(endpoint, settings: Settings) -> BatchSpanProcessor:
     """One NeMo Relay `[[opentelemetry.endpoints]]` entry: its own exporter, shape and batch settings."""
     from .exporters.shapes import ShapedSpanExporter
 
-    exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target), endpoint.type, endpoint.resource)
+    exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target, settings), endpoint.type,
+                                  endpoint.resource)
     return BatchSpanProcessor(
         exporter,
         max_queue_size=endpoint.max_queue_size,
@@ -385,7 +387,7 @@ def build(settings: Settings) -> Telemetry:
         plan = dataclasses.replace(settings, relay_span_endpoints=(), relay_log_targets=(),
                                    relay_metric_targets=(), atof_sinks=())
     for endpoint in plan.relay_span_endpoints:
-        processor = safely(_relay_span_processor, endpoint)
+        processor = safely(_relay_span_processor, endpoint, settings)
         if processor is not None:
             tracer_provider.add_span_processor(processor)
     atof = safely(_atof_processor, plan) if plan.atof_sinks else None
@@ -396,7 +398,8 @@ def build(settings: Settings) -> Telemetry:
     if atof is not None:
         logger_provider.add_log_record_processor(atof.log_processor())
     log_exporters: list[LogRecordExporter] = _exporters("logs", settings, writers) if settings.logs_enabled else []
-    log_exporters += [e for t in plan.relay_log_targets if (e := safely(_otlp_exporter, "logs", t)) is not None]
+    log_exporters += [e for t in plan.relay_log_targets
+                      if (e := safely(_otlp_exporter, "logs", t, settings)) is not None]
     for exporter in log_exporters:
         logger_provider.add_log_record_processor(
             BatchLogRecordProcessor(
@@ -417,13 +420,15 @@ def build(settings: Settings) -> Telemetry:
         for exporter in metric_exporters
     ] + ([pull] if pull is not None else [])
     for target in plan.relay_metric_targets:
-        exporter = safely(_otlp_exporter, "metrics", target)
+        exporter = safely(_otlp_exporter, "metrics", target, settings)
         if exporter is not None:
             readers.append(
                 PeriodicExportingMetricReader(exporter, export_interval_millis=settings.relay_metric_interval_ms)
             )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     safely(observe_drops, meter_provider)
+    if settings.otlp or plan.relay_span_endpoints or plan.relay_log_targets or plan.relay_metric_targets:
+        safely(observe_spool, meter_provider, spool_for(settings), SCOPE, SIGNAL_ATTR)
     return Telemetry(settings, tracer_provider, meter_provider, logger_provider, emitter=new_emitter(settings))
 
 

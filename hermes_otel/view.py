@@ -174,7 +174,8 @@ def decode_line(line: bytes | str) -> list[Span]:
 
 
 def trace_files(path: Path) -> list[Path]:
-    """A traces file, or a directory's ``traces.jsonl`` and its rotated backups, oldest first."""
+    """A traces file, or a directory's ``traces.jsonl`` and its rotated backups, oldest first (or, for a directory
+    without them, such as ``otel/spool/traces``, its ``*.jsonl`` files in name order)."""
     path = Path(path)
     if not path.is_dir():
         if not path.exists():
@@ -182,13 +183,25 @@ def trace_files(path: Path) -> list[Path]:
         return [path]
     backup = re.compile(re.escape(_TRACES_FILE) + r"\.(\d+)")
     numbered = [
-        (int(match.group(1)), child)
+        (_mtime(child), int(match.group(1)), child)
         for child in path.iterdir()
         if (match := backup.fullmatch(child.name)) and child.is_file()
     ]
-    files = [child for _, child in sorted(numbered, reverse=True)]  # .N is the oldest
+    # Oldest first by last write: backups are numbered upwards (the highest is the newest), but files of
+    # older versions numbered the other way (.1 the newest); the time of the last write orders both.
+    files = [child for _, _, child in sorted(numbered)]
     current = path / _TRACES_FILE
-    return files + [current] if current.is_file() else files
+    files = files + [current] if current.is_file() else files
+    if not files:
+        files = sorted(c for c in path.iterdir() if c.suffix == ".jsonl" and not c.name.startswith(".") and c.is_file())
+    return files
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 @dataclass

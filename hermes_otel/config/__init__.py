@@ -87,6 +87,9 @@ class Settings:
     middleware_log_dedupe: bool
     background_build: bool
     flush_timeout_s: float
+    spool_enabled: bool
+    spool_max_bytes: int
+    spool_max_age_s: float
     file_max_bytes: int
     file_backups: int
     bsp_max_queue_size: int
@@ -107,6 +110,7 @@ class Settings:
     otlp: Mapping[str, OTLPTarget] = field(default_factory=dict)  # signal -> target
     file_signals: frozenset[str] = frozenset(SIGNALS)
     file_directory: Path = Path.home() / ".hermes" / "otel"
+    spool_directory: Path = Path.home() / ".hermes" / "otel" / "spool"  # always under $HERMES_HOME
     atof_sinks: tuple = ()  # FileSinkConfig | StreamSinkConfig
     atof_full_payloads: bool = False
     relay_span_endpoints: tuple[RelayEndpoint, ...] = ()
@@ -421,6 +425,7 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
         otlp=otlp,
         file_signals=file_signals,
         file_directory=_expand(directory) if directory else hermes_home(env) / "otel",
+        spool_directory=hermes_home(env) / "otel" / "spool",
         atof_sinks=values.get("atof.sinks", ()),
         atof_full_payloads=bool(values.get("atof.full_payloads", False)),
         relay_span_endpoints=values.get("relay.spans", ()),

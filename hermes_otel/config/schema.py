@@ -72,6 +72,14 @@ def _millis_to_s(value: int) -> float:
     return value / 1000.0
 
 
+def _mib_to_bytes(value: int) -> int:
+    return value * 1024 * 1024
+
+
+def _days_to_s(value: float) -> float:
+    return float(value) * 86400.0
+
+
 FIELDS: tuple[Field, ...] = (
     Field("service_name", str, "hermes-agent", "`service.name` of the resource.", env="OTEL_SERVICE_NAME",
           attr="service_name"),
@@ -123,13 +131,33 @@ FIELDS: tuple[Field, ...] = (
         "flush_timeout_millis",
         int,
         1500,
-        "Upper bound for the flush at session finalize and at process exit (with interpreter teardown, exit "
-        "stays within 2 s even when a collector hangs).",
+        "Upper bound for the flush at session finalize and at process exit: the budget of the local exporters "
+        "(files, console), whatever an endpoint does. OTLP exporters wait at most 100 ms at exit and spool the rest; "
+        "with `spool = false` they wait up to this budget (not at all for an endpoint already failing).",
         minimum=0,
         maximum=MAX_MILLIS,
         attr="flush_timeout_s",
         convert=_millis_to_s,
     ),
+    Field(
+        "spool",
+        bool,
+        True,
+        "Keep what the OTLP exporters cannot deliver (the endpoint down, hanging, slow or failing, or still "
+        "unacknowledged at exit) in a spool under `$HERMES_HOME/otel/spool/<signal>/` (OTLP-JSON, one batch per "
+        "file, 0600 in a 0700 directory), and re-send it in the background, oldest first, once the endpoint "
+        "answers, from this or any later process on the same `$HERMES_HOME` (at-least-once: a batch is sent again "
+        "only when its acknowledgement was lost). With the spool, process exit waits at most 100 ms for "
+        "in-flight exports. `false`: undeliverable telemetry is dropped and counted, and exit waits up to "
+        "`flush_timeout_millis` for a collector that is not known to be failing.",
+        attr="spool_enabled",
+    ),
+    Field("spool_max_mb", int, 100, "Size cap of the spool, all signals together (MiB); beyond it the oldest "
+          "batches are evicted and counted (`hermes.otel.spool.evicted`).", minimum=1, maximum=1024 * 1024,
+          attr="spool_max_bytes", convert=_mib_to_bytes),
+    Field("spool_max_age", float, 7, "Age cap of a spooled batch, in days (fractions allowed: 0.5 is 12 hours); "
+          "older batches are evicted and counted.", minimum=0.0001, maximum=3650, attr="spool_max_age_s",
+          convert=_days_to_s),
     Field(
         "otlp.endpoint",
         str,

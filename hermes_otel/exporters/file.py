@@ -8,9 +8,11 @@ the agent's thread; they never raise into those threads.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -51,7 +53,7 @@ __all__ = [
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_BACKUPS = 3
 
-_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 _logger = logging.getLogger("hermes_otel")
 
@@ -67,19 +69,24 @@ def file_paths(directory: Path) -> dict[str, Path]:
 
 
 class RotatingJsonLinesWriter:
-    """Thread-safe appender of compact JSON lines with size-based rotation.
+    """Thread- and process-safe appender of compact JSON lines with size-based rotation.
 
-    ``path`` rotates to ``path.1`` … ``path.<backups>`` (oldest dropped), so
-    disk use stays within ``(backups + 1) * max_bytes`` except for a single
-    line larger than ``max_bytes``, which gets a fresh file of its own rather
-    than being lost.
+    A full ``path`` is renamed to ``path.<n>``, ``n`` counting up (the newest backup has the highest number),
+    and ``path.<n - backups>`` is removed: two operations, however many backups are kept, so disk use stays
+    within ``(backups + 1) * max_bytes`` except for a single line larger than ``max_bytes``, which gets a fresh
+    file of its own rather than being lost.
 
-    The descriptor stays open between writes, but every write first stats the
-    path (one syscall per export batch, negligible next to encoding) and
-    reopens if the file was removed or rotated by someone else: another
-    process sharing the directory, logrotate, or a user clearing the files.
-    Nothing is opened or created until the first write, so a bad path shows up
-    as an export failure instead of breaking plugin start-up.
+    Several processes may share the files (Hermes CLI runs, a gateway): rotation happens under an exclusive
+    ``flock`` on a hidden lock file next to ``path`` (``.<name>.lock``, which also keeps the backup counter),
+    after checking that the file is still the one found full, so no process renames over another's backup or
+    rotates a file that another just started. The descriptor stays open between writes, but every write first
+    stats the path (one syscall per export batch) and reopens if the file was rotated or removed by someone
+    else (another process, logrotate, a user clearing the files).
+
+    A line left torn by a failed write (a full disk) or a killed process is terminated before the next record
+    is appended (the last byte is checked, one ``pread``), so it never costs that record. Nothing is opened or
+    created until the first write, so a bad path shows up as an export failure instead of breaking plugin
+    start-up.
     """
 
     def __init__(
@@ -104,6 +111,10 @@ class RotatingJsonLinesWriter:
     def path(self) -> Path:
         return self._path
 
+    @property
+    def lock_path(self) -> Path:
+        return self._path.with_name(f".{self._path.name}.lock")
+
     def write(self, obj: dict[str, Any]) -> None:
         """Append ``obj`` as one JSON line. Raises ``OSError`` on I/O failure."""
         data = (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
@@ -111,8 +122,9 @@ class RotatingJsonLinesWriter:
             try:
                 fd = self._current_fd()
                 if self._size > 0 and self._size + len(data) > self._max_bytes:
-                    self._rotate()
-                    fd = self._open()
+                    fd = self._rotate(len(data))
+                if self._size > 0 and os.pread(fd, 1, self._size - 1) not in (b"\n", b""):
+                    data = b"\n" + data  # end a torn line (a failed write, a killed writer) first
                 _write_all(fd, data)
                 self._size += len(data)
             except OSError:
@@ -143,19 +155,60 @@ class RotatingJsonLinesWriter:
         self._size = st.st_size
         return fd
 
-    def _rotate(self) -> None:
-        self._close_fd()
+    def _rotate(self, incoming: int) -> int:
+        """Under the lock: rotate the current file if it is still the full one we saw, else take the one another
+        process started. Returns the descriptor to append to."""
+        lock_fd, _ = open_private(self.lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0))
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            fd = self._current_fd()  # re-checked under the lock: another process may have rotated meanwhile
+            if self._size > 0 and self._size + incoming > self._max_bytes:
+                self._close_fd()
+                self._shift(lock_fd)
+                fd = self._open()
+            return fd
+        finally:
+            os.close(lock_fd)  # releases the lock
+
+    def _shift(self, lock_fd: int) -> None:
+        """``path`` becomes the newest backup and the backup ``backups`` generations older goes (lock held)."""
         if self._backups == 0:
             _remove(self._path)
             return
-        for index in range(self._backups - 1, 0, -1):
-            source = self._backup(index)
-            if source.exists():
-                os.replace(source, self._backup(index + 1))  # overwrites the oldest
+        counted = _read_counter(lock_fd)
+        generation = (counted if counted is not None else self._highest_backup()) + 1
         try:
-            os.replace(self._path, self._backup(1))
+            os.rename(self._path, self._backup(generation))
         except FileNotFoundError:
-            pass  # removed meanwhile; nothing to keep
+            return  # removed meanwhile; nothing to keep
+        os.pwrite(lock_fd, f"{generation}\n".encode(), 0)
+        os.ftruncate(lock_fd, len(f"{generation}\n"))
+        if counted is None:
+            self._keep_newest()  # no counter yet (first rotation, or files of an older version): tidy once
+        else:
+            _remove(self._backup(generation - self._backups))
+
+    def _backups_found(self) -> list[tuple[int, Path]]:
+        pattern = re.compile(re.escape(self._path.name) + r"\.(\d+)")
+        found = []
+        for child in self._path.parent.iterdir():
+            match = pattern.fullmatch(child.name)
+            if match:
+                found.append((int(match.group(1)), child))
+        return found
+
+    def _highest_backup(self) -> int:
+        return max((n for n, _ in self._backups_found()), default=0)
+
+    def _keep_newest(self) -> None:
+        def newest_first(item: tuple[int, Path]) -> tuple[float, int]:
+            try:
+                return -item[1].stat().st_mtime, -item[0]
+            except OSError:
+                return 0.0, -item[0]
+
+        for _, path in sorted(self._backups_found(), key=newest_first)[self._backups:]:
+            _remove(path)
 
     def _backup(self, index: int) -> Path:
         return self._path.with_name(f"{self._path.name}.{index}")
@@ -167,6 +220,11 @@ class RotatingJsonLinesWriter:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _read_counter(fd: int) -> int | None:
+    text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() else None
 
 
 def _write_all(fd: int, data: bytes) -> None:

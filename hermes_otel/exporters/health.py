@@ -7,9 +7,10 @@ per attempt. Wrapped in :class:`Guarded*Exporter`, our exporters instead:
   at DEBUG) — the SDK's own per-attempt warnings are suppressed, but only
   those raised inside OUR exports (a thread-local marks them), so another
   OpenTelemetry pipeline in the process keeps its logs;
-* count what they drop (``ExportHealth.dropped``);
-* tell the flush at session finalize / exit that the endpoint is failing, so
-  it does not wait out the retry backoff on the agent's way out.
+* count what they drop (``ExportHealth.dropped``), unless the caller keeps a
+  failed batch (the spool, :mod:`.delivery`) and counts only what it cannot keep;
+* tell the shutdown at exit that the endpoint is failing, so it does not wait
+  out the retry backoff on the agent's way out.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class ExportHealth:
         self._failing: dict[str, float] = {}  # endpoint -> monotonic time of the last failure
         self.dropped: Counter[str] = Counter()  # signal -> items dropped after failed exports
         self.dropped_at: Counter[str] = Counter()  # endpoint -> items dropped exporting to it
+        self.spooled_to: dict[str, str] = {}  # endpoint -> the spool directory that keeps what it cannot take
 
     def drop(self, signal: str, endpoint: str, count: int) -> None:
         self.dropped[signal] += count
@@ -52,13 +54,17 @@ class ExportHealth:
             self._failing[endpoint] = time.monotonic()
         try:
             collector = _collector(endpoint)  # one message per collector, not per signal
+            spool = self.spooled_to.get(endpoint)
+            consequence = (f"what it cannot take is kept in the spool {spool} and re-sent once it answers"
+                           if spool else "telemetry is dropped while this lasts")
             _log.once(
                 f"export-failing:{collector}",
-                "hermes-otel: cannot export to %s (%s, first seen exporting %s); telemetry is dropped while "
-                "this lasts (Hermes is unaffected; repeats are logged at DEBUG)",
+                "hermes-otel: cannot export to %s (%s, first seen exporting %s); %s (Hermes is unaffected; "
+                "repeats are logged at DEBUG)",
                 collector,
                 reason,
                 signal,
+                consequence,
                 per_process=True,  # a plugin reload does not make a dead collector news again
             )
         except Exception:  # noqa: BLE001 - the reporter must not become the failure
@@ -171,9 +177,10 @@ def _short_reason(message: str) -> str:
 class _Guard:
     """Shared bookkeeping around one inner exporter call."""
 
-    def __init__(self, signal: str, endpoint: str) -> None:
+    def __init__(self, signal: str, endpoint: str, count_drops: bool = True) -> None:
         self.signal = signal
         self.endpoint = endpoint
+        self.count_drops = count_drops  # False when the caller keeps (spools) or counts a failed batch itself
 
     def run(self, call, count: int, succeeded) -> Any:
         _current.export = (self.signal, self.endpoint)
@@ -181,7 +188,8 @@ class _Guard:
             result = call()
         except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the worker
             health.failure(self.signal, self.endpoint, f"{type(exc).__name__}: {exc}")
-            health.drop(self.signal, self.endpoint, count)
+            if self.count_drops:
+                health.drop(self.signal, self.endpoint, count)
             return None
         finally:
             _current.export = None
@@ -189,14 +197,15 @@ class _Guard:
             health.success(self.endpoint)
         else:
             health.failure(self.signal, self.endpoint, "export failed")
-            health.drop(self.signal, self.endpoint, count)
+            if self.count_drops:
+                health.drop(self.signal, self.endpoint, count)
         return result
 
 
 class GuardedSpanExporter(SpanExporter):
-    def __init__(self, inner: SpanExporter, endpoint: str) -> None:
+    def __init__(self, inner: SpanExporter, endpoint: str, count_drops: bool = True) -> None:
         self._inner = inner
-        self._guard = _Guard("traces", endpoint)
+        self._guard = _Guard("traces", endpoint, count_drops)
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         result = self._guard.run(lambda: self._inner.export(spans), len(spans), lambda r: r == SpanExportResult.SUCCESS)
@@ -210,9 +219,9 @@ class GuardedSpanExporter(SpanExporter):
 
 
 class GuardedLogExporter(LogRecordExporter):
-    def __init__(self, inner: LogRecordExporter, endpoint: str) -> None:
+    def __init__(self, inner: LogRecordExporter, endpoint: str, count_drops: bool = True) -> None:
         self._inner = inner
-        self._guard = _Guard("logs", endpoint)
+        self._guard = _Guard("logs", endpoint, count_drops)
 
     def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
         result = self._guard.run(
@@ -228,13 +237,13 @@ class GuardedLogExporter(LogRecordExporter):
 
 
 class GuardedMetricExporter(MetricExporter):
-    def __init__(self, inner: MetricExporter, endpoint: str) -> None:
+    def __init__(self, inner: MetricExporter, endpoint: str, count_drops: bool = True) -> None:
         super().__init__(
             preferred_temporality=inner._preferred_temporality,
             preferred_aggregation=inner._preferred_aggregation,
         )
         self._inner = inner
-        self._guard = _Guard("metrics", endpoint)
+        self._guard = _Guard("metrics", endpoint, count_drops)
 
     def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
         points = sum(

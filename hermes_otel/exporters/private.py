@@ -35,15 +35,18 @@ def _whose(st: os.stat_result) -> str | None:
     return None if uid is None or st.st_uid == uid else f"owned by uid {st.st_uid}, not by this user (uid {uid})"
 
 
-def _refuse(directory: Path, why: str) -> UnsafePath:
-    message = (f"hermes-otel: not writing telemetry files to {directory}: {why}; no files are written there "
-               "(set file.directory to a directory of your own; see `hermes-otel config keys`)")
+FILES_HINT = "set file.directory to a directory of your own; see `hermes-otel config keys`"
+
+
+def _refuse(directory: Path, why: str, hint: str = FILES_HINT) -> UnsafePath:
+    message = f"hermes-otel: not writing telemetry files to {directory}: {why}; no files are written there ({hint})"
     _log.once(f"unsafe-path:{directory}", "%s", message, level=logging.WARNING, per_process=True)
     return UnsafePath(message)
 
 
-def ensure_dir(directory: Path) -> None:
-    """Create `directory` (0700), or check and tighten an existing one; raises UnsafePath when it is not ours."""
+def ensure_dir(directory: Path, hint: str = FILES_HINT) -> None:
+    """Create `directory` (0700), or check and tighten an existing one; raises UnsafePath when it is not ours
+    (`hint` says what to do instead)."""
     directory = Path(directory)
     try:
         st = os.lstat(directory)
@@ -51,12 +54,12 @@ def ensure_dir(directory: Path) -> None:
         os.makedirs(directory, mode=DIR_MODE, exist_ok=True)  # an I/O failure stays an OSError: the writer reports it
         st = os.lstat(directory)
     if stat.S_ISLNK(st.st_mode):
-        raise _refuse(directory, f"it is a symbolic link (to {os.readlink(directory)}), not followed")
+        raise _refuse(directory, f"it is a symbolic link (to {os.readlink(directory)}), not followed", hint)
     if not stat.S_ISDIR(st.st_mode):
-        raise _refuse(directory, "it is not a directory")
+        raise _refuse(directory, "it is not a directory", hint)
     whose = _whose(st)
     if whose:
-        raise _refuse(directory, "it is " + whose)
+        raise _refuse(directory, "it is " + whose, hint)
     # Tighten a directory we own that others can read, but never a shared sticky one such as /tmp.
     if stat.S_IMODE(st.st_mode) & 0o077 and not st.st_mode & stat.S_ISVTX:
         os.chmod(directory, stat.S_IMODE(st.st_mode) & DIR_MODE)

@@ -82,10 +82,10 @@ def metric_names(expr: str) -> set[str]:
 
 def prometheus_names(metric: catalog.MetricDoc) -> set[str]:
     """How the OpenTelemetry Prometheus exporter (and the Collector's) names a catalog metric."""
-    base = metric.name.replace(".", "_") + ("_seconds" if metric.unit == "s" else "")
+    base = metric.name.replace(".", "_") + {"s": "_seconds", "By": "_bytes"}.get(metric.unit, "")
     if metric.instrument == "histogram":
         return {f"{base}_{s}" for s in ("bucket", "sum", "count")}
-    return {f"{base}_total"}
+    return {base} if metric.instrument == "gauge" else {f"{base}_total"}
 
 
 def catalog_series() -> set[str]:

@@ -5,6 +5,7 @@ Each is a real socket server (no mocks) that counts the requests it saw:
 * ``refused_endpoint()``: a port nobody listens on;
 * ``FaultServer("blackhole")``: accepts, reads, never answers;
 * ``FaultServer("slow", delay_s=5)``: answers 200 after a delay;
+  (every mode keeps the bodies it read whole in ``bodies``: what the collector really received)
 * ``FaultServer("status", status=503, retry_after="0", failures=2)``: answers the
   status (with ``Retry-After`` when given) for the first ``failures`` requests
   (all of them when None), then 200;
@@ -62,6 +63,7 @@ class FaultServer:
         self.mode, self.status, self.retry_after = mode, status, retry_after
         self.failures, self.delay_s = failures, delay_s
         self.requests: list[tuple[float, str]] = []  # (monotonic arrival, path)
+        self.bodies: list[tuple[str, bytes]] = []  # (path, body) of every request read whole
         self.handshakes_failed = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -151,6 +153,7 @@ class FaultServer:
             body += chunk
         with self._lock:
             self.requests.append((time.monotonic(), path))
+            self.bodies.append((path, body[:length]))
             seen = len(self.requests)
         if self.mode == "blackhole":
             self._stop.wait()

@@ -66,6 +66,7 @@ class ChatResult:
     stdout: str
     stderr: str
     seconds: float
+    exit_s: float | None = None  # from the answer (the last line on stdout) to the end of the process
 
     @property
     def answer(self) -> str:
@@ -86,12 +87,38 @@ def hermes_cli(*args: str, env: Mapping[str, str], timeout: float = 120) -> Chat
     return ChatResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
 
 
+CHAT_ARGS = ("--provider", "custom", "-m", "fake-model", "--max-turns", "4", "-Q", "--yolo", "--source", "tool")
+
+
 def hermes_chat(prompt: str, *, env: Mapping[str, str], toolsets: str = "terminal") -> ChatResult:
-    return hermes_cli(
-        "chat", "-q", prompt, "--provider", "custom", "-m", "fake-model", "-t", toolsets,
-        "--max-turns", "4", "-Q", "--yolo", "--source", "tool",
-        env=env,
-    )
+    return hermes_cli("chat", "-q", prompt, "-t", toolsets, *CHAT_ARGS, env=env)
+
+
+def start_chat(prompt: str, *, env: Mapping[str, str], toolsets: str = "terminal") -> subprocess.Popen:
+    """`hermes chat -q` started, not waited for (to run several at once, or to kill it)."""
+    return subprocess.Popen([str(BIN / "hermes"), "chat", "-q", prompt, "-t", toolsets, *CHAT_ARGS], env=dict(env),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def hermes_chat_timed(prompt: str, *, env: Mapping[str, str], toolsets: str = "terminal",
+                      timeout: float = 120) -> ChatResult:
+    """`hermes chat -q`, also timing its way out: from the answer (its last line on stdout) to the process's end."""
+    import threading
+
+    started = time.monotonic()
+    proc = start_chat(prompt, env=env, toolsets=toolsets)
+    lines: list[tuple[float, str]] = []
+    errors: list[str] = []
+    reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    for line in proc.stdout:
+        lines.append((time.monotonic(), line))
+    proc.wait(timeout)
+    ended = time.monotonic()
+    reader.join(timeout)
+    printed = [t for t, line in lines if line.strip()]
+    return ChatResult(proc.returncode, "".join(line for _, line in lines), "".join(errors), ended - started,
+                      ended - printed[-1] if printed else None)
 
 
 def run_agent(base_url: str, prompt: str, **overrides: Any) -> dict:

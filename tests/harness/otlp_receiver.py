@@ -366,9 +366,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, receiver: OTLPReceiver) -> None:
+    def __init__(self, receiver: OTLPReceiver, port: int = 0) -> None:
         self.receiver = receiver
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
 
 class OTLPReceiver:
@@ -379,7 +379,9 @@ class OTLPReceiver:
     snapshots, so they are safe to call while exports are in flight.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
+        """`port`: a given one (a collector back on the address it had while it was down), else any free one."""
+        self._port = port
         # The condition guards every list below and wakes wait_for_* callers.
         self._cond = threading.Condition()
         self._spans: list[RecvSpan] = []
@@ -395,7 +397,15 @@ class OTLPReceiver:
 
     def start(self) -> OTLPReceiver:
         if self._server is None:
-            self._server = _Server(self)
+            deadline = time.monotonic() + 5
+            while True:  # a given port may still be held a moment by the server that had it before
+                try:
+                    self._server = _Server(self, self._port)
+                    break
+                except OSError:
+                    if not self._port or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
             self._thread = threading.Thread(
                 target=self._server.serve_forever,
                 kwargs={"poll_interval": 0.05},  # bounds how long stop() waits

@@ -23,6 +23,21 @@ for _key in [k for k in os.environ if k.startswith("OTEL_")]:
     del os.environ[_key]
 
 
+@pytest.fixture(autouse=True)
+def _empty_spool() -> Iterator[None]:
+    """Batches a test spooled (its collector was down) must not be re-sent into a later test's receiver."""
+    yield
+    from hermes_otel.exporters.spool import open_spool
+
+    directory = _SESSION_HOME / "otel" / "spool"
+    spool = open_spool(directory, 1 << 30, 1e9)
+    for entry in spool.entries():
+        with spool.claim(entry) as fd:
+            if fd is not None:
+                spool.remove(entry)
+    spool.enforce_caps()  # recount: this process's size gauge starts from zero again
+
+
 @pytest.fixture(scope="session")
 def llm() -> Iterator[FakeLLMServer]:
     with FakeLLMServer() as server:

@@ -41,3 +41,21 @@ def test_the_benchmark_runs_and_reports_every_section(tmp_path: Path) -> None:
     assert report["throughput"]["events"] > 0
     table = (tmp_path / "latest.md").read_text()
     assert table.count("\n| llm call") == 6 and "| collector down (refused) |" in table
+
+
+@pytest.mark.timeout(300)
+def test_the_spool_benchmark_reports_exit_time_per_fault_and_throughput(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
+    env.update(BENCH_SPOOL_RUNS="1", BENCH_SPOOL_BATCHES="3", BENCH_SPOOL_BATCH_SPANS="16", BENCH_RESULTS=str(tmp_path))
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "spool.py")], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    report = json.loads((tmp_path / "spool.json").read_text())
+    assert [row["case"] for row in report["exit"]] == [
+        "no plugin", "collector healthy", "collector down (refused)", "collector hanging", "collector slow (5 s)",
+        "collector failing (HTTP 500)"]
+    assert report["exit"][0]["ours"] == [] and all(len(row["ours"]) == 1 for row in report["exit"][1:])
+    throughput = report["throughput"]
+    for key in ("write", "replay_unpaced", "replay_background"):
+        assert throughput[key]["batches_per_s"] > 0 and throughput[key]["spans_per_s"] > 0
+    assert "| collector hanging |" in (tmp_path / "spool.md").read_text()

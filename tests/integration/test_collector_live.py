@@ -410,6 +410,38 @@ def test_replayed_files_arrive_in_jaeger_as_recorded(jaeger, tmp_path):
     assert {s.span_id: s for s in spans} == recorded  # ids, parents, names, kinds, times, attributes, events
 
 
+def test_the_collectors_otlpjsonfile_receiver_reads_the_spool(jaeger, tmp_path):
+    """What a dead collector never took waits in the spool as OTLP/JSON lines: replay-files.yaml, pointed at the
+    spool, brings it into Jaeger exactly as recorded."""
+    from tests.harness.fault_servers import refused_endpoint
+
+    service = "hermes-otel-spool-replay"
+    home = tmp_path / "home"
+    with FakeLLMServer() as llm:
+        write_home(home, llm.base_url)
+        llm.push(Reply.tools(ToolCall("terminal", {"command": "echo spool"}, id="call_S")), Reply.text("done"))
+        result = hermes_chat("spool me", env=clean_env(home, OTEL_SERVICE_NAME=service,
+                                                       OTEL_EXPORTER_OTLP_ENDPOINT=refused_endpoint()))
+    assert result.returncode == 0, result.stderr[-2000:]
+    recorded: dict = {}
+    for path in sorted((home / "otel" / "spool" / "traces").glob("*.jsonl")):
+        recorded.update(_file_spans(path))
+    trace_ids = {s.trace_id for s in recorded.values()}
+    assert len(trace_ids) == 1 and len(recorded) >= 4
+    overlay = tmp_path / "spool-overlay.yaml"
+    overlay.write_text('receivers:\n  otlp_json_file/traces:\n    include: ["${env:HERMES_OTEL_DIR}/spool/traces/*.jsonl"]\n')
+    collector = Collector("replay-files.yaml", str(overlay), env={"HERMES_OTEL_DIR": str(home / "otel"),
+                                                                  "OTLP_TARGET": jaeger.otlp_grpc})
+    try:
+        collector.start()
+        (trace_id,) = trace_ids
+        spans = wait_until(lambda: len(jaeger.trace_ids(service)) == 1 and whole_trace(jaeger, trace_id), 60,
+                           "the spooled trace in Jaeger", collector.proc, collector.log)
+    finally:
+        collector.stop()
+    assert {s.span_id: s for s in spans} == recorded
+
+
 # -- c. the gateway tier: load balancing by trace id into two samplers, then one sampler dies ------
 
 
@@ -462,6 +494,20 @@ def _cli_runs(llm: FakeLLMServer, homes: list[Path], runs: int, endpoint: str, s
     assert not failures, failures
 
 
+def _send_spooled(homes: list[Path], endpoint: str) -> None:
+    """What the agent collector had not acknowledged 100 ms into a run's exit (this machine is loaded) waits in that
+    home's spool for the next run; `hermes-otel spool send` delivers it now, as a user would."""
+    import subprocess
+
+    from tests.harness.hermes import BIN
+
+    for home in homes:
+        if any((home / "otel" / "spool").rglob("*.jsonl")):
+            done = subprocess.run([str(BIN / "hermes-otel"), "spool", "send"], capture_output=True, text=True,
+                                  timeout=120, env=clean_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint))
+            assert done.returncode == 0, done.stdout + done.stderr
+
+
 def _recorded_traces(homes: list[Path]) -> dict[str, set[str]]:
     """trace id -> span ids, from the local files each run also wrote (what Hermes emitted)."""
     out: dict[str, set[str]] = {}
@@ -487,6 +533,7 @@ def test_gateway_routes_every_trace_whole_to_one_sampler(jaeger, tmp_path):
     with FakeLLMServer(responder=_gateway_responder) as llm, gateway(jaeger) as tier:
         homes = _homes(tmp_path, llm, 2)
         _cli_runs(llm, homes, 2, tier["agent"].otlp_http, service)
+        _send_spooled(homes, tier["agent"].otlp_http)
         emitted = _recorded_traces(homes)
         assert len(emitted) == 4
         wait_until(lambda: set(jaeger.trace_ids(service)) == set(emitted), 60, "every trace in Jaeger")
@@ -531,6 +578,7 @@ def test_gateway_when_a_sampler_dies(jaeger, tmp_path):
         arrived_while_down = set(jaeger.trace_ids(service)) & set(during)
         assert all(holders()[t] == [0] for t in arrived_while_down)  # A's share only: nothing re-routed
         sampler_b.start()  # back on the same address
+        _send_spooled(homes, agent.otlp_http)
         wait_until(lambda: set(jaeger.trace_ids(service)) >= set(during), 120, "B's share once B is back")
         for trace_id, span_ids in during.items():  # nothing of the outage lost, each trace whole, once
             assert {s.span_id for s in all_spans(jaeger, trace_id, span_ids)} == span_ids

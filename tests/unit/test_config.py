@@ -342,11 +342,13 @@ def test_settings_take_their_defaults_and_values_from_the_schema():
         assert spec.attr in attrs, spec.key
         assert getattr(defaults, spec.attr) == spec.setting(spec.default), spec.key
     assert defaults.flush_timeout_s == 1.5 and defaults.observer_exclude_hooks == frozenset({"pre_api_request"})
+    assert (defaults.spool_enabled, defaults.spool_max_bytes, defaults.spool_max_age_s) == (True, 100 << 20, 604800.0)
     # The values too: a file value arrives converted in the attribute its field names.
     built = load_settings({"OTEL_BSP_SCHEDULE_DELAY": "70", "OTEL_TRACES_SAMPLER_ARG": "0"}).settings
     assert (built.bsp_schedule_delay_ms, built.sampler_arg) == (70, 0.0) and isinstance(built.sampler_arg, float)
     # Attributes no single key fills are the derived ones, listed here so a new one is a decision.
     derived = set(attrs) - {spec.attr for spec in filled}
-    assert derived == {"enabled", "otlp", "file_signals", "file_directory", "atof_sinks", "atof_full_payloads",
+    assert derived == {"enabled", "otlp", "file_signals", "file_directory", "spool_directory", "atof_sinks",
+                       "atof_full_payloads",
                        "relay_span_endpoints", "relay_log_targets", "relay_metric_targets",
                        "relay_metric_interval_ms", "relay_component", "source"}

@@ -41,3 +41,19 @@ def test_architecture_states_the_bounds_of_the_code():
     open_items = inspect.signature(Tracker).parameters["max_turns"].default
     for phrase in (f"That queue is bounded ({records:,} records)", f"at most {open_items} open items each"):
         assert phrase in text, phrase
+
+
+def test_reliability_states_the_constants_of_the_code():
+    from hermes_otel.exporters import delivery, resend
+
+    text = " ".join((DOCS / "reliability.md").read_text(encoding="utf-8").split())
+    for phrase in (
+        f"waits at most **{delivery.SPOOL_WAIT_S * 1000:g} ms** for in-flight exports",
+        "more than `batch.max_queue_size` items (2048 by default) already wait for it",
+        f"at least {resend.MIN_GAP_S * 1000:g} ms between batches, at most a quarter of one core",
+        f"backs off ({resend.BACKOFF_S[0]:g} s doubling to {resend.BACKOFF_S[1]:g} s",
+        "(HTTP " + ", ".join(str(c) for c in sorted(resend.REJECTED_HTTP)[:-1])
+        + f", {sorted(resend.REJECTED_HTTP)[-1]}; gRPC `INVALID_ARGUMENT`)",
+    ):
+        assert phrase in text, phrase
+    assert resend.BUSY_SHARE == 0.25  # "a quarter of one core"

@@ -323,19 +323,19 @@ def test_rotation_keeps_disk_use_bounded(tmp_path: Path) -> None:
         writer.write({"i": i, "pad": "x" * 80})  # ~100 bytes per line
     writer.close()
 
-    files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["traces.jsonl", "traces.jsonl.1", "traces.jsonl.2"]
+    backups = sorted((p for p in tmp_path.glob("traces.jsonl.*") if p.name[13:].isdigit()),
+                     key=lambda p: int(p.name[13:]))
+    files = ["traces.jsonl", *(p.name for p in backups)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*files, ".traces.jsonl.lock"])
+    newest = int(backups[-1].name[13:])
+    assert [int(p.name[13:]) for p in backups] == [newest - 1, newest]  # the two newest generations
     sizes = [(tmp_path / name).stat().st_size for name in files]
     assert all(0 < size <= 1000 for size in sizes)
     assert sum(sizes) <= 3 * 1000
-    # Oldest in .2, newest in the live file, every line intact and in order.
-    numbers = [
-        line["i"]
-        for name in ("traces.jsonl.2", "traces.jsonl.1", "traces.jsonl")
-        for line in read_lines(tmp_path / name)
-    ]
+    # Oldest in the lowest-numbered backup, newest in the live file, every line intact and in order.
+    numbers = [line["i"] for p in (*backups, tmp_path / "traces.jsonl") for line in read_lines(p)]
     assert numbers == list(range(300 - len(numbers), 300))
-    assert all(stat.S_IMODE((tmp_path / n).stat().st_mode) == 0o600 for n in files)
+    assert all(stat.S_IMODE((tmp_path / n).stat().st_mode) == 0o600 for n in [*files, ".traces.jsonl.lock"])
 
 
 def test_rotation_without_backups_keeps_one_file(tmp_path: Path) -> None:
@@ -343,7 +343,7 @@ def test_rotation_without_backups_keeps_one_file(tmp_path: Path) -> None:
     writer = RotatingJsonLinesWriter(path, max_bytes=300, backups=0)
     for i in range(50):
         writer.write({"i": i})
-    assert [p.name for p in tmp_path.iterdir()] == ["traces.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".traces.jsonl.lock", "traces.jsonl"]
     assert path.stat().st_size <= 300
     assert read_lines(path)[-1] == {"i": 49}
 
@@ -358,7 +358,8 @@ def test_oversized_line_is_written_to_a_fresh_file(tmp_path: Path) -> None:
 
     writer.write({"next": 1})
     assert read_lines(path) == [{"next": 1}]
-    assert read_lines(tmp_path / "traces.jsonl.1") == [{"big": "y" * 200}]
+    assert read_lines(tmp_path / "traces.jsonl.2") == [{"big": "y" * 200}]  # the newest backup
+    assert not (tmp_path / "traces.jsonl.1").exists()  # one backup kept
 
 
 def test_reopens_after_external_removal(tmp_path: Path) -> None:
@@ -384,9 +385,10 @@ def test_concurrent_writes_keep_lines_whole(tmp_path: Path) -> None:
     for t in threads:
         t.join()
 
-    lines = [line for p in tmp_path.iterdir() for line in read_lines(p)]
+    files = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]  # not the lock file
+    lines = [line for p in files for line in read_lines(p)]
     assert len(lines) == 400
-    assert all(p.stat().st_size <= 4000 for p in tmp_path.iterdir())
+    assert all(p.stat().st_size <= 4000 for p in files)
 
 
 # --- failures ---------------------------------------------------------------

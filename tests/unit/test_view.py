@@ -204,8 +204,8 @@ def test_load_reads_rotated_backups_oldest_first(tmp_path: Path) -> None:
 
     loaded = load_spans(directory)
     assert loaded.files[-1] == directory / "traces.jsonl"
-    assert [p.name for p in loaded.files[:-1]] == sorted(
-        (p.name for p in loaded.files[:-1]), key=lambda name: -int(name.rsplit(".", 1)[1])
+    assert [p.name for p in loaded.files[:-1]] == sorted(  # the highest-numbered backup is the newest
+        (p.name for p in loaded.files[:-1]), key=lambda name: int(name.rsplit(".", 1)[1])
     )
     assert len(loaded) == 15 and loaded.bad_lines == 0
     starts = [s["start_ns"] for s in loaded if s["name"] == "turn"]

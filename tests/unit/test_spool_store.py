@@ -1,0 +1,436 @@
+"""The spool, its re-sender and the outbox in front of each OTLP exporter, with the SDK's own telemetry objects
+(explicit providers, in-memory exporters), real files and real loopback receivers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from opentelemetry._logs import LogRecord as ApiLogRecord
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, SpanKind
+
+from hermes_otel import view
+from hermes_otel.config import OTLPTarget
+from hermes_otel.exporters import delivery
+from hermes_otel.exporters.health import GuardedSpanExporter, health
+from hermes_otel.exporters.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
+from hermes_otel.exporters.resend import send_all, to_request
+from hermes_otel.exporters.spool import Spool, endpoint_key, read_requests, stats
+from tests.harness.fault_servers import FaultServer, refused_endpoint
+from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
+from tests.harness.otlp_receiver import OTLPReceiver
+
+ROOT = Path(__file__).resolve().parents[2]
+RESOURCE = Resource({"service.name": "spool-test", "service.instance.id": "i-1"})
+
+
+def spans(count: int = 5) -> list:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=RESOURCE)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("spool.test", "1.0")
+    with tracer.start_as_current_span("invoke_agent hermes", attributes={"hermes.turn.id": "t-1"}) as root:
+        for i in range(count - 1):
+            with tracer.start_as_current_span(f"chat {i}", kind=SpanKind.CLIENT, links=[Link(root.get_span_context())],
+                                              attributes={"i": i, "tags": ["a", "b"], "ok": True, "x": 0.5}) as s:
+                s.add_event("hermes.middleware.rewrite", {"hermes.middleware.index": i})
+    return list(exporter.get_finished_spans())
+
+
+def log_records(count: int = 4) -> list:
+    exporter = InMemoryLogRecordExporter()
+    provider = LoggerProvider(resource=RESOURCE)
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    tracer = TracerProvider(resource=RESOURCE).get_tracer("t")
+    logger = provider.get_logger("spool.test")
+    with tracer.start_as_current_span("turn"):
+        for i in range(count):
+            logger.emit(ApiLogRecord(event_name=f"hermes.observer.hook{i}", body={"k": i}, attributes={"n": i}))
+    return list(exporter.get_finished_logs())
+
+
+def metrics_data():
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(resource=RESOURCE, metric_readers=[reader])
+    meter = provider.get_meter("spool.test")
+    meter.create_counter("hermes.tool.calls").add(3, {"gen_ai.tool.name": "terminal"})
+    meter.create_histogram("gen_ai.client.operation.duration", unit="s").record(0.25, {"gen_ai.operation.name": "chat"})
+    meter.create_up_down_counter("u").add(-2)
+    return reader.get_metrics_data()
+
+
+def target(endpoint: str, protocol: str = "http/protobuf") -> OTLPTarget:
+    return OTLPTarget(endpoint, protocol, {}, 2.0, "none")
+
+
+# -- the file format -------------------------------------------------------------------------------------------
+
+
+def test_a_batch_is_one_private_file_of_otlp_json_lines_that_view_reads(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+    batch = spans()
+    size = spool.put("traces", "0" * 16, [encode_spans_json(batch)])
+    (entry,) = spool.entries()
+    assert entry.signal == "traces" and entry.key == "0" * 16 and entry.size == size
+    assert stat.S_IMODE(os.stat(tmp_path / "spool").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(tmp_path / "spool" / "traces").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(entry.path).st_mode) == 0o600
+    assert [p.name for p in (tmp_path / "spool" / "traces").iterdir()] == [entry.path.name]  # no temporary left
+    assert json.loads(entry.path.read_text()) == encode_spans_json(batch)  # the embedded default's encoding
+    loaded = view.load_spans(tmp_path / "spool" / "traces")  # a spool directory reads like the files
+    assert sorted(s["name"] for s in loaded) == sorted(s.name for s in batch) and loaded.bad_lines == 0
+
+
+def test_a_torn_line_is_skipped_with_one_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    path = tmp_path / "batch.jsonl"
+    good = json.dumps(encode_spans_json(spans()))
+    path.write_text(good + "\n" + good[: len(good) // 2])  # a crash (or a damaged disk) tore the last line
+    for _ in range(2):
+        requests, bad = read_requests(path)
+        assert requests == [json.loads(good)] and bad == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) <= 1 and all("skipped 1 unreadable line(s)" in w for w in warnings)
+
+
+# -- conversion back to what the SDK exporters send -------------------------------------------------------------
+
+
+def test_a_spooled_batch_converts_back_to_the_exact_request_the_sdk_exporter_sends() -> None:
+    batch, records, data = spans(), log_records(), metrics_data()
+    for signal, obj, expected in (("traces", encode_spans_json(batch), encode_spans(batch)),
+                                  ("logs", encode_logs_json(records), encode_logs(records)),
+                                  ("metrics", encode_metrics_json(data), encode_metrics(data))):
+        message, items = to_request(signal, [json.loads(json.dumps(obj))])
+        assert message == expected, signal  # field for field, ids and all
+        assert message.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
+    assert to_request("traces", [encode_spans_json(batch)])[1] == 5
+    assert to_request("logs", [encode_logs_json(records)])[1] == 4
+    assert to_request("metrics", [encode_metrics_json(data)])[1] == 3  # points
+
+
+def test_two_lines_of_one_file_are_one_request() -> None:
+    first, second = spans(3), spans(2)
+    message, items = to_request("traces", [encode_spans_json(first), encode_spans_json(second)])
+    expected = encode_spans(first)
+    expected.MergeFrom(encode_spans(second))  # what protobuf makes of two requests sent as one: lists appended
+    assert items == 5 and message == expected
+
+
+# -- sending ----------------------------------------------------------------------------------------------------
+
+
+def _spooled(tmp_path: Path, endpoint: str, protocol: str = "http/protobuf") -> tuple[Spool, dict, list]:
+    spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+    batch = spans()
+    spool.put("traces", endpoint_key(protocol, endpoint), [encode_spans_json(batch)])
+    targets = {endpoint_key(protocol, endpoint): ("traces", target(endpoint, protocol))}
+    return spool, targets, batch
+
+
+def test_a_batch_is_removed_only_once_the_endpoint_acknowledged_it(tmp_path: Path) -> None:
+    base = refused_endpoint()
+    url = f"{base}/v1/traces"
+    spool, targets, batch = _spooled(tmp_path, url)
+    report = send_all(spool, targets)
+    assert (report.sent, report.failed) == (0, 1) and len(spool.entries()) == 1  # down: kept
+    replayed = stats.replayed["traces"]
+    with OTLPReceiver(port=int(base.rsplit(":", 1)[1])) as receiver:
+        report = send_all(spool, targets)
+        assert (report.sent, report.items) == (1, 5)
+        got = receiver.wait_for_spans(lambda s: len(s) == 5)
+    assert sorted(s.span_id for s in got) == sorted(f"{s.context.span_id:016x}" for s in batch)
+    assert receiver.headers[-1]["content-type"] == "application/x-protobuf"
+    assert spool.entries() == [] and stats.replayed["traces"] == replayed + 1
+
+
+def test_a_grpc_endpoint_gets_the_batch_over_grpc(tmp_path: Path) -> None:
+    with OTLPGrpcReceiver() as receiver:
+        spool, targets, batch = _spooled(tmp_path, receiver.endpoint, "grpc")
+        report = send_all(spool, targets)
+        got = receiver.wait_for_spans(lambda s: len(s) == 5)
+    assert report.sent == 1 and spool.entries() == []
+    assert sorted(s.span_id for s in got) == sorted(f"{s.context.span_id:016x}" for s in batch)
+    assert {s.trace_id for s in got} == {f"{batch[0].context.trace_id:032x}"}
+
+
+def test_a_batch_the_endpoint_rejects_as_malformed_is_removed_and_counted(tmp_path: Path, caplog) -> None:
+    with FaultServer("status", status=400) as server:
+        url = f"{server.endpoint}/v1/traces"
+        spool, targets, _ = _spooled(tmp_path, url)
+        before = stats.evicted[("traces", "rejected")]
+        report = send_all(spool, targets)
+    assert report.rejected == 1 and spool.entries() == []
+    assert stats.evicted[("traces", "rejected")] == before + 1
+    assert sum("rejected a spooled traces batch (HTTP 400)" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_batch_another_process_holds_is_left_to_it(tmp_path: Path) -> None:
+    """A real second process holds the lock of a batch (it is sending it): we neither send nor evict it."""
+    with OTLPReceiver() as receiver:
+        url = f"{receiver.endpoint}/v1/traces"
+        spool, targets, _ = _spooled(tmp_path, url)
+        (entry,) = spool.entries()
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDONLY)\n"
+             "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()", str(entry.path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            report = send_all(spool, targets)
+            assert (report.sent, report.busy) == (0, 1)
+            assert spool.evict(entry, "size") is False and spool.entries() == [entry]
+        finally:
+            holder.communicate("", timeout=10)
+        assert send_all(spool, targets).sent == 1 and receiver.request_count == 1
+    with spool.claim(entry) as fd:
+        assert fd is None  # gone: sent and removed
+
+
+# -- caps -----------------------------------------------------------------------------------------------------------
+
+
+def test_caps_evict_the_oldest_first_and_count_them(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool", 1 << 30, 3600)
+    for _ in range(4):
+        spool.put("logs", "0" * 16, [encode_logs_json(log_records())])
+    entries = spool.entries()
+    assert [e.created_ns for e in entries] == sorted(e.created_ns for e in entries)
+    old = entries[0]
+    os.utime(old.path, (time.time() - 7200, time.time() - 7200))  # two hours old, the cap is one
+    size, age = stats.evicted[("logs", "size")], stats.evicted[("logs", "age")]
+    spool.max_bytes = 2 * entries[-1].size + 10  # room for two
+    assert spool.enforce_caps() == {"age": 1, "size": 1}
+    assert [e.path for e in spool.entries()] == [e.path for e in entries[2:]]  # the two newest kept
+    assert (stats.evicted[("logs", "size")], stats.evicted[("logs", "age")]) == (size + 1, age + 1)
+    assert spool.bytes_by_signal() == {"traces": 0, "logs": sum(e.size for e in entries[2:]), "metrics": 0}
+
+
+# -- the outbox -----------------------------------------------------------------------------------------------------
+
+
+def test_shutdown_spools_what_a_hanging_collector_never_acknowledged(tmp_path: Path) -> None:
+    """The in-flight batch (the collector read it, never answered) and the queued ones go to the spool; nothing
+    is dropped."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+    with FaultServer("blackhole") as hole:
+        url = f"{hole.endpoint}/v1/traces"
+        guarded = GuardedSpanExporter(OTLPSpanExporter(endpoint=url, timeout=30), url, count_drops=False)
+        exporter = delivery.outbox_exporter("traces", guarded, url, endpoint_key("http/protobuf", url), spool, 1.5)
+        batches = [spans(2), spans(3), spans(4)]
+        for batch in batches:
+            exporter.export(batch)
+        deadline = time.monotonic() + 10
+        while hole.count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert hole.count() == 1  # the first is in flight, the others wait
+        exporter.shutdown()
+    entries = spool.entries("traces")
+    got = sorted(len(json.loads(e.path.read_text())["resourceSpans"][0]["scopeSpans"][0]["spans"]) for e in entries)
+    assert got == [2, 3, 4] and health.dropped_at[url] == 0
+
+
+def test_without_the_spool_what_cannot_be_delivered_is_dropped_and_counted(tmp_path: Path) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    url = f"{refused_endpoint()}/v1/traces"
+    guarded = GuardedSpanExporter(OTLPSpanExporter(endpoint=url, timeout=0.2), url, count_drops=False)
+    exporter = delivery.outbox_exporter("traces", guarded, url, endpoint_key("http/protobuf", url), None, 1.5)
+    exporter.export(spans(3))
+    deadline = time.monotonic() + 10
+    while health.dropped_at[url] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    exporter.shutdown()
+    assert health.dropped_at[url] == 3
+
+
+def test_a_full_outbox_overflows_into_the_spool(tmp_path: Path) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+    with FaultServer("blackhole") as hole:
+        url = f"{hole.endpoint}/v1/traces"
+        guarded = GuardedSpanExporter(OTLPSpanExporter(endpoint=url, timeout=30), url, count_drops=False)
+        exporter = delivery.outbox_exporter("traces", guarded, url, endpoint_key("http/protobuf", url), spool, 1.5,
+                                            limit=6)
+        exporter.export(spans(1))
+        deadline = time.monotonic() + 10
+        while hole.count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for _ in range(5):
+            exporter.export(spans(2))  # 3 of these fit in 6 items waiting
+        assert len(spool.entries()) == 2  # beyond what may wait: spooled at once, not held in memory
+        exporter.shutdown()
+    assert len(spool.entries()) == 6 and health.dropped_at[url] == 0
+
+
+def test_a_spool_that_is_a_symbolic_link_is_refused_once_and_the_batches_counted(tmp_path: Path, caplog) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    caplog.set_level(logging.DEBUG)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "spool").symlink_to(elsewhere)
+    spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+    url = f"{refused_endpoint()}/v1/traces"
+    guarded = GuardedSpanExporter(OTLPSpanExporter(endpoint=url, timeout=0.2), url, count_drops=False)
+    exporter = delivery.outbox_exporter("traces", guarded, url, endpoint_key("http/protobuf", url), spool, 1.5)
+    for _ in range(2):
+        exporter.export(spans(2))
+    exporter.shutdown()
+    deadline = time.monotonic() + 10
+    while health.dropped_at[url] < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert health.dropped_at[url] == 4 and list(elsewhere.iterdir()) == []
+    refused = [r.getMessage() for r in caplog.records
+               if r.levelno >= logging.WARNING and "not writing" in r.getMessage()]
+    assert len(refused) == 1 and "set spool = false" in refused[0] and "symbolic link" in refused[0]
+
+
+def test_the_send_threads_are_daemons(tmp_path: Path) -> None:
+    """A collector that never answers must not keep the process alive after exit."""
+    import threading
+
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    with FaultServer("blackhole") as hole:
+        url = f"{hole.endpoint}/v1/traces"
+        guarded = GuardedSpanExporter(OTLPSpanExporter(endpoint=url, timeout=30), url, count_drops=False)
+        spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+        exporter = delivery.outbox_exporter("traces", guarded, url, endpoint_key("http/protobuf", url), spool, 1.5)
+        exporter.export(spans(1))
+        senders = [t for t in threading.enumerate() if t.name == "hermes-otel-send-traces"]
+        assert senders and all(t.daemon for t in senders)
+        exporter.shutdown()
+
+
+_WRITE_LIMIT = """
+import json, resource, sys, time
+from hermes_otel import telemetry
+from hermes_otel.config import load_settings
+from hermes_otel.exporters import delivery
+from hermes_otel.exporters.health import health
+settings = load_settings({"HERMES_HOME": sys.argv[1], "OTEL_EXPORTER_OTLP_ENDPOINT": sys.argv[2],
+                          "OTEL_EXPORTER_OTLP_TIMEOUT": "100", "OTEL_BSP_SCHEDULE_DELAY": "20"}).settings
+live = telemetry.build(settings)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (64, hard))  # a real write limit: no batch fits on this "disk"
+tracer = live.tracer_provider.get_tracer("limit")
+for n in range(3):
+    for i in range(10):
+        tracer.start_span(f"s{i}").end()
+    live.tracer_provider.force_flush()
+    time.sleep(0.2)
+deadline = time.monotonic() + 10
+while health.dropped["traces"] < 30 and time.monotonic() < deadline:
+    time.sleep(0.01)
+delivery.begin_exit()
+live.shutdown(2)
+print(json.dumps(dict(health.dropped)))
+"""
+
+
+def test_a_write_limit_on_the_spool_costs_counted_drops_and_one_message(tmp_path: Path) -> None:
+    """`ulimit -f` (RLIMIT_FSIZE) in a real process: every batch that cannot be spooled is counted, said once."""
+    done = subprocess.run([sys.executable, "-c", _WRITE_LIMIT, str(tmp_path), refused_endpoint()], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    dropped = json.loads(done.stdout)
+    assert dropped["traces"] == 30  # every span, counted
+    assert done.stderr.count("hermes-otel: cannot write to the spool") == 1, done.stderr
+    assert "File too large" in done.stderr
+    assert all(p.is_dir() for p in (tmp_path / "otel" / "spool").rglob("*"))  # no file, not even a temporary one
+
+
+def test_every_exporter_keeps_its_own_budget_the_files_never_wait_behind_an_endpoint(tmp_path: Path) -> None:
+    """Spool off and a collector that hangs: its exporters wait their whole flush budget at shutdown, but the files
+    of all three signals are written first, whole, whatever the endpoint does."""
+    from hermes_otel import telemetry
+    from hermes_otel.config import load_settings
+
+    toml = tmp_path / "plugins.toml"
+    toml.write_text('[[components]]\nkind = "hermes_otel"\n[components.config]\nspool = false\n'
+                    'file = { enabled = true }\n')
+    with FaultServer("blackhole") as hole:
+        settings = load_settings({"HERMES_HOME": str(tmp_path), "HERMES_OTEL_PLUGINS_TOML": str(toml),
+                                  "OTEL_EXPORTER_OTLP_ENDPOINT": hole.endpoint}).settings
+        live = telemetry.build(settings)
+        tracer = live.tracer_provider.get_tracer("budget")
+        for i in range(20):
+            tracer.start_span(f"s{i}").end()
+        logger = live.logger_provider.get_logger("budget")
+        for i in range(7):
+            logger.emit(ApiLogRecord(event_name=f"hermes.observer.hook{i}"))
+        live.meter_provider.get_meter("budget").create_counter("hermes.tool.calls").add(5)
+        live.shutdown(settings.flush_timeout_s)
+    otel = tmp_path / "otel"
+    spans_written = [s["name"] for line in (otel / "traces.jsonl").read_text().splitlines()
+                     for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    assert sorted(spans_written) == sorted(f"s{i}" for i in range(20))
+    records = [r for line in (otel / "logs.jsonl").read_text().splitlines()
+               for rl in json.loads(line)["resourceLogs"] for sl in rl["scopeLogs"] for r in sl["logRecords"]]
+    assert len(records) == 7
+    last = json.loads((otel / "metrics.jsonl").read_text().splitlines()[-1])
+    names = {m["name"] for rm in last["resourceMetrics"] for sm in rm["scopeMetrics"] for m in sm["metrics"]}
+    assert "hermes.tool.calls" in names
+
+
+def test_a_batch_is_re_sent_with_the_headers_and_compression_configured_now(tmp_path: Path) -> None:
+    with OTLPReceiver() as receiver:
+        url = f"{receiver.endpoint}/v1/traces"
+        spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+        spool.put("traces", endpoint_key("http/protobuf", url), [encode_spans_json(spans())])
+        (entry,) = spool.entries()
+        assert "blue" not in entry.path.read_text() and "x-tenant" not in entry.path.read_text()  # not on disk
+        configured = OTLPTarget(url, "http/protobuf", {"x-tenant": "blue"}, 2.0, "gzip")
+        report = send_all(spool, {endpoint_key("http/protobuf", url): ("traces", configured)})
+        receiver.wait_for_spans(lambda s: len(s) == 5)
+    assert report.sent == 1
+    (headers,) = receiver.headers
+    assert headers["x-tenant"] == "blue" and headers["content-encoding"] == "gzip"
+
+
+def test_doctor_says_what_the_spool_holds_and_what_it_cannot_do(tmp_path: Path) -> None:
+    from hermes_otel.config import load_settings
+    from hermes_otel.spool_cli import doctor_lines
+
+    url = f"{refused_endpoint()}"
+    env = {"HERMES_HOME": str(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": url}
+    settings = load_settings(env).settings
+    assert doctor_lines(settings) == [("ok", f"spool {tmp_path}/otel/spool: empty (caps 100.0 MiB, 7 days)")]
+    spool = Spool(settings.spool_directory, settings.spool_max_bytes, settings.spool_max_age_s)
+    spool.put("traces", endpoint_key("http/protobuf", f"{url}/v1/traces"), [encode_spans_json(spans())])
+    spool.put("logs", "f" * 16, [encode_logs_json(log_records())])  # for an endpoint not configured now
+    (level, text), (orphan_level, orphan) = doctor_lines(settings)
+    assert level == "warn" and text.startswith(f"spool {tmp_path}/otel/spool: 2 batches (")
+    assert "wait to be re-sent, the oldest 0 s old (traces 1, logs 1)" in text
+    assert orphan_level == "warn" and orphan.startswith("1 spooled batch for an endpoint not configured now")
+    toml = tmp_path / "plugins.toml"
+    toml.write_text('[[components]]\nkind = "hermes_otel"\n[components.config]\nspool = false\n')
+    off = load_settings({**env, "HERMES_OTEL_PLUGINS_TOML": str(toml)}).settings
+    assert [level for level, _ in doctor_lines(off)] == ["note", "warn"]  # off, and what is left is not sent
+    blocked = tmp_path / "blocked"
+    (blocked / "otel").mkdir(parents=True)
+    (blocked / "otel" / "spool").write_text("")  # a file where the spool directory should be
+    (level, text), = doctor_lines(load_settings({**env, "HERMES_HOME": str(blocked)}).settings)
+    assert level == "fail" and "is not a directory" in text and "will be dropped" in text
