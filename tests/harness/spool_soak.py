@@ -28,8 +28,12 @@ def _refused() -> str:
 
 
 def _disk(spool: Path) -> tuple[int, int]:
-    files = [p for p in spool.rglob("*.jsonl")]
-    sizes = [p.stat().st_size for p in files if p.exists()]
+    sizes = []
+    for path in spool.rglob("*.jsonl"):
+        try:
+            sizes.append(path.stat().st_size)
+        except FileNotFoundError:  # evicted or re-sent by the sender thread since the listing
+            pass
     return sum(sizes), max(sizes, default=0)
 
 
