@@ -80,7 +80,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.command == "view":
         return cmd_view(args)
     if args.command == "cost":
-        return cost_report.run(args, _default_otel_dir)
+        return cost_report.run(args, _cost_sources)
     if args.command == "doctor":
         return cmd_doctor()
     if args.command == "spool":
@@ -95,6 +95,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 def _default_otel_dir() -> Path:
     return config.load_settings().settings.file_directory
+
+
+def _cost_sources() -> list[Path]:
+    settings = config.load_settings().settings
+    return [settings.file_directory, settings.spool_directory / "traces"]
 
 
 def _positive(text: str) -> int:

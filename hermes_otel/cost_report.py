@@ -1,10 +1,11 @@
-"""`hermes-otel cost`: what the recorded runs cost, from the embedded OTLP-JSON trace files.
+"""`hermes-otel cost`: what the recorded runs cost, from the embedded OTLP-JSON trace files and the spool.
 
 Every priced (or unpriceable) chat attempt is one input: its `hermes.usage.cost` and token counts. Each is
 attributed through its trace: the session, turn and profile of the trace's root turn (a subagent's attempts
 count for the session and turn that delegated them, as Hermes counts them), the role of the nearest subagent
 above it, the model it was priced at, and the UTC day it started. The files are streamed; only what the report
-needs is kept. Their content is untrusted: a value of the wrong type is treated as missing.
+needs is kept. Their content is untrusted: a value of the wrong type is treated as missing. By default the
+spool's traces (what an OTLP endpoint has not taken yet) are read too; a span found in both counts once.
 """
 
 from __future__ import annotations
@@ -133,16 +134,17 @@ def _slim(span: dict) -> dict:
     return {k: span[k] for k in ("trace_id", "span_id", "parent_span_id", "name", "start_ns", "attributes")}
 
 
-def read_spans(path: Path) -> tuple[list[dict], list[Path], int]:
-    """The spans the report needs from a traces file or directory, and the lines it had to skip."""
-    files = view.trace_files(Path(path))
+def read_spans(paths: Path | Iterable[Path]) -> tuple[list[dict], list[Path], int]:
+    """The spans the report needs from traces files or directories (each span once), and the lines it had to
+    skip."""
+    files = [f for path in ([paths] if isinstance(paths, Path) else paths) for f in view.trace_files(Path(path))]
     counter = view._Counter()
-    spans: list[dict] = []
+    spans: dict[tuple[str, str], dict] = {}
     for file in files:
         with file.open("rb") as handle:
             for batch in view._decoded(view._forward(handle, counter), counter):
-                spans.extend(_slim(s) for s in batch if _kept(s))
-    return spans, files, counter.bad
+                spans.update(((s["trace_id"], s["span_id"]), _slim(s)) for s in batch if _kept(s))
+    return list(spans.values()), files, counter.bad
 
 
 def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
@@ -192,8 +194,8 @@ def _role(span: dict, by_id: dict[tuple[str, str], dict]) -> str:
     return MAIN
 
 
-def report(path: Path, by: str = "session", since_ns: int | None = None) -> Report:
-    spans, files, bad = read_spans(path)
+def report(paths: Path | Iterable[Path], by: str = "session", since_ns: int | None = None) -> Report:
+    spans, files, bad = read_spans(paths)
     rows: dict[str, Row] = {}
     total = Row("total")
     for attempt in attempts(spans):
@@ -256,21 +258,24 @@ def render_table(result: Report) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", nargs="?", help="a traces.jsonl file or its directory (default: $HERMES_HOME/otel)")
+    parser.add_argument("path", nargs="?", help="a traces.jsonl file or its directory (default: the configured "
+                        "file.directory, $HERMES_HOME/otel, and the spool's traces)")
     parser.add_argument("--by", choices=BY, default="session", help="group by (default: session)")
     parser.add_argument("--since", type=parse_since, default=None, metavar="WHEN",
                         help="only attempts from then on: 30m, 24h, 7d, 2w, or an ISO date/time (UTC)")
     parser.add_argument("--json", action="store_true", help=f"machine-readable output (schema {SCHEMA})")
 
 
-def run(args: argparse.Namespace, default_dir: Callable[[], Path]) -> int:
-    path = Path(args.path).expanduser() if args.path else default_dir()
-    shown = printable(str(path))
-    if not path.exists():
+def run(args: argparse.Namespace, default_sources: Callable[[], list[Path]]) -> int:
+    """`default_sources`: the files directory first, then the spool's traces directory."""
+    sources = [Path(args.path).expanduser()] if args.path else default_sources()
+    shown = printable(str(sources[0]))
+    paths = [p for p in sources if p.exists()]
+    if not paths:
         print(f"hermes-otel cost: {shown} does not exist (no run has written telemetry there yet)", file=sys.stderr)
         return 1
     try:
-        result = report(path, args.by, args.since)
+        result = report(paths, args.by, args.since)
     except OSError as exc:
         print(f"hermes-otel cost: cannot read {shown} ({exc.strerror or exc})", file=sys.stderr)
         return 1

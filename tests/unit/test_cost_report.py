@@ -148,6 +148,31 @@ def test_missing_directory_and_nothing_priced(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["rows"] == []
 
 
+def test_by_default_the_files_and_the_spool_each_span_once(recorded, tmp_path, monkeypatch, capsys):
+    """Without a path: the files directory and the spool's traces (what an endpoint has not taken yet; with the
+    files on, the same spans are in both)."""
+    home = tmp_path / "home"
+    files, spool = home / "otel", home / "otel" / "spool" / "traces"
+    spool.mkdir(parents=True)
+    lines = (recorded / "traces.jsonl").read_text().splitlines(keepends=True)
+    (files / "traces.jsonl").write_text("".join(lines[:-1]))  # the last batch never reached the files ...
+    (spool / "0001-batch.jsonl").write_text("".join(lines[-3:]))  # ... but waits in the spool, with two already there
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    for name in [n for n in __import__("os").environ if n.startswith(("OTEL_", "HERMES_OTEL_"))]:
+        monkeypatch.delenv(name)
+    assert cli.main(["cost", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["files"] == [str(files / "traces.jsonl"), str(spool / "0001-batch.jsonl")]
+    assert {r["key"]: r["attempts"] for r in out["rows"]} == {"s2": 1, "s1": 4}
+    assert out["total"]["attempts"] == 5
+    assert table(cost_report.report(recorded, "session")) == table(cost_report.report([files, spool], "session"))
+    (files / "traces.jsonl").unlink()
+    files_only = cost_report.report(files, "session")
+    assert files_only.total.attempts == 0 and files_only.files == []  # spool/ is not a traces file
+    assert cli.main(["cost", "--json"]) == 0  # the spool alone: s2's root and its two chats
+    assert {r["key"]: r["attempts"] for r in json.loads(capsys.readouterr().out)["rows"]} == {"s2": 1}
+
+
 def test_bad_since_is_a_usage_error(recorded, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["cost", str(recorded), "--since", "soon"])
