@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -158,7 +159,7 @@ def test_by_default_the_files_and_the_spool_each_span_once(recorded, tmp_path, m
     (files / "traces.jsonl").write_text("".join(lines[:-1]))  # the last batch never reached the files ...
     (spool / "0001-batch.jsonl").write_text("".join(lines[-3:]))  # ... but waits in the spool, with two already there
     monkeypatch.setenv("HERMES_HOME", str(home))
-    for name in [n for n in __import__("os").environ if n.startswith(("OTEL_", "HERMES_OTEL_"))]:
+    for name in [n for n in os.environ if n.startswith(("OTEL_", "HERMES_OTEL_"))]:
         monkeypatch.delenv(name)
     assert cli.main(["cost", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
