@@ -173,7 +173,7 @@ def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
                 "model": _str(attrs.get("gen_ai.request.model")) or UNKNOWN,
                 "profile": _str(top.get(cost.PROFILE)) or UNKNOWN,
                 "subagent": _role(span, by_id),
-                "day": dt.datetime.fromtimestamp(span["start_ns"] / 1e9, dt.timezone.utc).date().isoformat(),
+                "day": dt.datetime.fromtimestamp(span["start_ns"] / 1e9, dt.UTC).date().isoformat(),
             },
         )
 
@@ -212,7 +212,7 @@ def report(path: Path, by: str = "session", since_ns: int | None = None) -> Repo
 
 def parse_since(text: str, now: dt.datetime | None = None) -> int:
     """`30m`, `24h`, `7d`, `2w` (back from now), or an ISO date/time (UTC unless it says otherwise) -> ns."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     value = text.strip()
     match = _DURATION.fullmatch(value)
     if match:
@@ -225,12 +225,12 @@ def parse_since(text: str, now: dt.datetime | None = None) -> int:
                 f"expected a duration (30m, 24h, 7d, 2w) or an ISO date or time (2026-12-01, 2026-12-01T09:00Z), "
                 f"found {printable(text)[:40]!r}") from None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.timezone.utc)
+            when = when.replace(tzinfo=dt.UTC)
     return int(when.timestamp() * 1e9)
 
 
 def _iso(ns: int) -> str:
-    return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def render_table(result: Report) -> str:

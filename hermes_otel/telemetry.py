@@ -18,7 +18,6 @@ import os
 import socket
 import sys
 import threading
-import time
 import uuid
 import weakref
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from opentelemetry.sdk.trace.sampling import (
 from . import _log
 from .config import OTLPTarget, Settings
 from .emitter import Emitter, Inline
+from .exporters.delivery import finishing_together, outbox_exporter
 from .exporters.file import (
     JsonFileLogExporter,
     JsonFileMetricExporter,
@@ -65,7 +65,6 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
-from .exporters.delivery import finishing_together, outbox_exporter
 from .exporters.spool import endpoint_key, spool_for
 from .exporters.spool import observe as observe_spool
 from .safety import safely
@@ -111,7 +110,8 @@ ATTRIBUTE_LENGTH_LIMIT = 16384
 
 
 def span_limits() -> SpanLimits:
-    configured = any(os.environ.get(v) for v in ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT"))
+    limits = ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+    configured = any(os.environ.get(v) for v in limits)
     return SpanLimits() if configured else SpanLimits(max_attribute_length=ATTRIBUTE_LENGTH_LIMIT)
 
 
@@ -174,7 +174,7 @@ def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
 _DROP_SIGNALS = ("traces", "logs", "metrics")  # always reported (0 is news too); others once they drop
 
 
-_observed: "weakref.WeakSet[MeterProvider]" = weakref.WeakSet()
+_observed: weakref.WeakSet[MeterProvider] = weakref.WeakSet()
 
 
 def observe_drops(meter_provider: MeterProvider) -> None:

@@ -272,7 +272,8 @@ def summary(values: Mapping[str, Any]) -> str:
                   (len(values.get("relay.logs", ())), "log endpoint"),
                   (len(values.get("relay.metrics", ())), "metric endpoint"),
                   (len(values.get("atof.sinks", ())), "ATOF sink")]
-        parts.append("observability component: " + ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for n, what in counts))
+        parts.append("observability component: "
+                     + ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for n, what in counts))
     return "; ".join(parts)
 
 

@@ -119,9 +119,11 @@ class ShapedSpanExporter(SpanExporter):
                     continue
                 shaped.append(_copy(span, resource, attrs, [e for e in span.events if e.name == "exception"]))
             elif self._type == "openinference":
-                shaped.append(_copy(span, resource, {**(span.attributes or {}), **openinference_attributes(span)}, span.events))
+                attributes = {**(span.attributes or {}), **openinference_attributes(span)}
+                shaped.append(_copy(span, resource, attributes, span.events))
             else:
-                shaped.append(span if resource is span.resource else _copy(span, resource, span.attributes or {}, span.events))
+                same = resource is span.resource
+                shaped.append(span if same else _copy(span, resource, span.attributes or {}, span.events))
         return self._inner.export(shaped) if shaped else SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:

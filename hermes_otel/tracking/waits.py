@@ -16,7 +16,6 @@ from .keys import text, tool_key
 from .turns import Turns
 
 
-
 class Approvals:
     def __init__(self, tracer: trace.Tracer, turns: Turns, tools: Tools, limit: int) -> None:
         self._tracer = tracer
