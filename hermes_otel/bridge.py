@@ -254,7 +254,7 @@ def _short(value: Any) -> str:
     return value[:80] if isinstance(value, str) else type(value).__name__
 
 
-def _labels(payload: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, str]:
+def _labels(payload: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, str | int]:
     return {name: value[:64] for key, name in keys if isinstance(value := payload.get(key), str) and value}
 
 

@@ -372,9 +372,9 @@ def telemetry_markdown() -> str:
     ]
     out += ["## Metrics", "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]
     for m in METRICS:
-        attrs = ", ".join(f"`{a}`" for a in m.attributes)
+        names = ", ".join(f"`{a}`" for a in m.attributes)
         buckets = ", ".join(f"{b:g}" for b in m.buckets)
-        out.append(f"| `{m.name}` | {m.instrument} | `{m.unit}` | {attrs} | {buckets} |")
+        out.append(f"| `{m.name}` | {m.instrument} | `{m.unit}` | {names} | {buckets} |")
     out += ["", "Metric attributes are low-cardinality only: never session, turn, request or call ids.", ""]
     out += ["## Resource", ""] + _table(RESOURCE.items())
     out += ["", "## Attributes", ""] + _table(sorted(ATTRIBUTES.items()))

@@ -184,9 +184,10 @@ def _role(span: dict, by_id: dict[tuple[str, str], dict]) -> str:
     current = span
     while current["parent_span_id"] is not None and current["span_id"] not in seen:
         seen.add(current["span_id"])
-        current = by_id.get((current["trace_id"], current["parent_span_id"]))
-        if current is None:
+        parent = by_id.get((current["trace_id"], current["parent_span_id"]))
+        if parent is None:
             return MAIN
+        current = parent
         if current["name"].startswith("subagent"):
             return _str(current["attributes"].get("hermes.subagent.role")) or UNKNOWN
     return MAIN

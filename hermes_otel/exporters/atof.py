@@ -406,7 +406,7 @@ class AtofSpanProcessor(SpanProcessor):
 
 
 def _snapshot(phase: str, span: ReadableSpan, at: int) -> _Snapshot:
-    ctx = span.get_span_context()
+    ctx = span.context
     status = "ERROR" if span.status.status_code is StatusCode.ERROR else "OK"
     return _Snapshot(
         phase, span.name, ctx.trace_id, ctx.span_id, span.parent.span_id if span.parent is not None else None, at,

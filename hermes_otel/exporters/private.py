@@ -117,8 +117,8 @@ def problem(directory: Path, names: tuple[str, ...] = ()) -> str | None:
         return f"is a symbolic link (to {os.readlink(directory)}); hermes-otel does not follow it"
     if not stat.S_ISDIR(st.st_mode):
         return "is not a directory"
-    if _whose(st):
-        return "is " + _whose(st)
+    if owner := _whose(st):
+        return "is " + owner
     if not os.access(directory, os.W_OK | os.X_OK):
         return "is not writable"
     for name in names:
