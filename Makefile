@@ -21,7 +21,7 @@ COLLECTOR_DIST  := collector/distribution
 JAEGER_MODULE   := tests/backends/jaeger
 HAVE_GO         := $(shell command -v $(GO) 2>/dev/null)
 
-.PHONY: demo test test-matrix unit integration bench docs backends collector jaeger clean
+.PHONY: demo test test-matrix unit integration lint bench docs backends collector jaeger clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,10 @@ unit: $(VENV)/.test-installed $(PROMETHEUS)  ## promtool checks the dashboards
 
 integration: $(VENV)/.test-installed backends
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
+
+lint: $(VENV)/.test-installed  ## ruff and mypy, as configured in pyproject.toml
+	$(BIN)/ruff check hermes_otel tests benchmarks grafana
+	$(BIN)/mypy
 
 # Every supported Hermes release, each in a venv of its own under .cache/ (created once, reused;
 # recreated when pyproject.toml changes): the real-Hermes smoke, `hermes-otel enable` included.

@@ -16,7 +16,8 @@ import argparse
 import json
 import platform
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.exporter.otlp.json.common._log_encoder import encode_logs
@@ -80,7 +81,8 @@ def telemetry() -> tuple[list[Any], list[Any], Any]:
             for hook in ("pre_llm_call", "post_api_request", "pre_tool_call", "post_tool_call",
                          "transform_tool_result", "post_api_request", "post_llm_call", "on_session_end"):
                 logger.emit(body=None, event_name=f"hermes.observer.{hook}", severity_number=SeverityNumber.INFO,
-                            attributes={"hermes.observer.hook": hook, "hermes.telemetry_schema_version": "hermes.observer.v1",
+                            attributes={"hermes.observer.hook": hook,
+                                        "hermes.telemetry_schema_version": "hermes.observer.v1",
                                         "hermes.session_id": f"s{turn}", "hermes.turn_id": ids["hermes.turn.id"],
                                         "hermes.duration_ms": 12.5})
             root.set_attribute("hermes.turn.completed", True)

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class ReceiverProcess:
-    def __enter__(self) -> "ReceiverProcess":
+    def __enter__(self) -> ReceiverProcess:
         code = ("import sys; from tests.harness.otlp_receiver import OTLPReceiver\n"
                 "with OTLPReceiver() as r:\n    print(r.endpoint, flush=True); sys.stdin.read()\n")
         self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE,

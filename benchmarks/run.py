@@ -30,8 +30,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HOME = Path(tempfile.mkdtemp(prefix="hermes-otel-bench-"))
 os.environ["HERMES_HOME"] = str(HOME)  # before any Hermes import
@@ -287,8 +288,8 @@ def history_rows(plugin: Plugin) -> list[dict]:
     for _ in range(HISTORY_ROUNDS):
         for length in lengths:
             messages = histories[length]
-            runs[length].append(measure(plugin, lambda i: hermes.turn(i, messages), calls=max(CALLS // 4, 20),
-                                        rounds=1))
+            runs[length].append(measure(plugin, lambda i, messages=messages: hermes.turn(i, messages),
+                                        calls=max(CALLS // 4, 20), rounds=1))
     return [{"case": f"turn (2 llm + 1 tool), {length} msgs", "history": length,
              **{key: round(statistics.median(r[key] for r in runs[length]), 2) for key in runs[length][0]}}
             for length in lengths]
@@ -448,7 +449,8 @@ def main() -> int:
                 report["latency"] = [latency(plugin, "collector healthy (OTLP loopback)")]
             plugin.close()
             report.setdefault("exporter_dropped", {})[label] = {
-                signal: dropped for signal, n in health.dropped.items() if (dropped := n - dropped_before.get(signal, 0))}
+                signal: dropped for signal, n in health.dropped.items()
+                if (dropped := n - dropped_before.get(signal, 0))}
     hanging, slow = Hanging(), Slow()
     for label, endpoint in (("collector down (refused)", _refused_endpoint()), ("collector hanging", hanging.endpoint),
                             ("collector slow (5 s)", slow.endpoint)):

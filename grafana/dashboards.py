@@ -70,8 +70,9 @@ def _latency_panel(q: float) -> PromPanel:
         (
             Query(_quantile(q, "gen_ai_invoke_agent_duration_seconds", "gen_ai_operation_name"),
                   "{{gen_ai_operation_name}}"),
-            Query(_quantile(q, "gen_ai_client_operation_duration_seconds", "gen_ai_operation_name, gen_ai_request_model",
-                            model), "{{gen_ai_operation_name}} {{gen_ai_request_model}}"),
+            Query(_quantile(q, "gen_ai_client_operation_duration_seconds",
+                            "gen_ai_operation_name, gen_ai_request_model", model),
+                  "{{gen_ai_operation_name}} {{gen_ai_request_model}}"),
             Query(_quantile(q, "gen_ai_execute_tool_duration_seconds", "gen_ai_operation_name"),
                   "{{gen_ai_operation_name}}"),
         ),
@@ -247,7 +248,7 @@ def _prom_panel(panel: PromPanel, pid: int, width: int):
         builder = builder.interval(panel.interval)
     if panel.time_from:
         builder = builder.time_from(panel.time_from)
-    for ref, query in zip("ABCDEFGH", panel.queries):
+    for ref, query in zip("ABCDEFGH", panel.queries, strict=False):
         target = gp.Dataquery().ref_id(ref).expr(query.expr).datasource(PROM)
         target = target.instant() if query.instant else target.range()
         if query.legend:

@@ -67,7 +67,10 @@ SESSION_COST_HOOKS = frozenset({"on_session_end", "on_session_finalize", "on_ses
 def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
     """Ids, enum-like strings and numeric/bool scalars; never content. One pass over the payload."""
     schema = payload.get("telemetry_schema_version")
-    attrs: dict[str, Any] = {HOOK_ATTR: hook[:_MAX_STRING], SCHEMA_ATTR: schema[:_MAX_STRING] if isinstance(schema, str) else "unknown"}
+    attrs: dict[str, Any] = {
+        HOOK_ATTR: hook[:_MAX_STRING],
+        SCHEMA_ATTR: schema[:_MAX_STRING] if isinstance(schema, str) else "unknown",
+    }
     for key, value in payload.items():
         if isinstance(value, str):
             if value and (name := _STRING_ATTRS.get(key)) is not None:
@@ -224,11 +227,11 @@ _SPAN_HANDLERS: dict[str, Handler] = {
 # -- counters, counted with the hook's record (one unit on the records thread) ---------------
 
 
-def _count_tool_call(metrics: "_Instruments", payload: Mapping[str, Any], context) -> None:
+def _count_tool_call(metrics: _Instruments, payload: Mapping[str, Any], context) -> None:
     metrics.tool_calls(1, _labels(payload, (("tool_name", sc.TOOL_NAME), ("status", sc.TOOL_STATUS))), context)
 
 
-def _count_api_error(metrics: "_Instruments", payload: Mapping[str, Any], context) -> None:
+def _count_api_error(metrics: _Instruments, payload: Mapping[str, Any], context) -> None:
     labels = _labels(payload, (("reason", sc.API_ERROR_REASON),))
     status = payload.get("status_code")
     if isinstance(status, int) and not isinstance(status, bool):
@@ -236,11 +239,11 @@ def _count_api_error(metrics: "_Instruments", payload: Mapping[str, Any], contex
     metrics.api_errors(1, labels, context)
 
 
-def _count_approval(metrics: "_Instruments", payload: Mapping[str, Any], context) -> None:
+def _count_approval(metrics: _Instruments, payload: Mapping[str, Any], context) -> None:
     metrics.approvals(1, _labels(payload, (("choice", sc.APPROVAL_CHOICE), ("surface", sc.APPROVAL_SURFACE))), context)
 
 
-_COUNTERS: dict[str, Callable[["_Instruments", Mapping[str, Any], Any], None]] = {
+_COUNTERS: dict[str, Callable[[_Instruments, Mapping[str, Any], Any], None]] = {
     "post_tool_call": _count_tool_call,
     "api_request_error": _count_api_error,
     "post_approval_response": _count_approval,
@@ -251,7 +254,7 @@ def _short(value: Any) -> str:
     return value[:80] if isinstance(value, str) else type(value).__name__
 
 
-def _labels(payload: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, str]:
+def _labels(payload: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, str | int]:
     return {name: value[:64] for key, name in keys if isinstance(value := payload.get(key), str) and value}
 
 

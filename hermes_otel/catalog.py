@@ -66,7 +66,8 @@ ATTRIBUTES: dict[str, str] = {
     sc.TOOL_TYPE: "Always `function` for Hermes tools.",
     sc.SERVER_ADDRESS: "Host of the provider's base URL.",
     sc.SERVER_PORT: "Port of the provider's base URL.",
-    sc.ERROR_TYPE: "Exception class name, or the tool status (`error`, `blocked`, `cancelled`) / Hermes's `error_type`.",
+    sc.ERROR_TYPE: "Exception class name, or the tool status (`error`, `blocked`, `cancelled`) "
+                   "/ Hermes's `error_type`.",
     sc.HTTP_STATUS: "HTTP status of a failed provider call, when the error carries one.",
     sc.TURN_ID: "Hermes turn id (`{session_id}:{task_id}:{8hex}`).",
     sc.TASK_ID: "Hermes task id.",
@@ -162,7 +163,8 @@ SPANS: tuple[SpanDoc, ...] = (
         (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.REQUEST_TEMPERATURE, sc.REQUEST_TOP_P, sc.REQUEST_TOP_K,
          sc.REQUEST_MAX_TOKENS, sc.REQUEST_SEED, sc.REQUEST_STOP, sc.REQUEST_FREQUENCY_PENALTY,
          sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_CHOICE_COUNT, sc.REQUEST_STREAM, sc.RESPONSE_MODEL, sc.RESPONSE_ID,
-         sc.HERMES_RESPONSE_ID, sc.RESPONSE_STUB, sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT, sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
+         sc.HERMES_RESPONSE_ID, sc.RESPONSE_STUB, sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT,
+         sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
          sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
          sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
          sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON, cost.USAGE_COST, cost.USAGE_COST_STATUS,
@@ -370,9 +372,9 @@ def telemetry_markdown() -> str:
     ]
     out += ["## Metrics", "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]
     for m in METRICS:
-        attrs = ", ".join(f"`{a}`" for a in m.attributes)
+        names = ", ".join(f"`{a}`" for a in m.attributes)
         buckets = ", ".join(f"{b:g}" for b in m.buckets)
-        out.append(f"| `{m.name}` | {m.instrument} | `{m.unit}` | {attrs} | {buckets} |")
+        out.append(f"| `{m.name}` | {m.instrument} | `{m.unit}` | {names} | {buckets} |")
     out += ["", "Metric attributes are low-cardinality only: never session, turn, request or call ids.", ""]
     out += ["## Resource", ""] + _table(RESOURCE.items())
     out += ["", "## Attributes", ""] + _table(sorted(ATTRIBUTES.items()))

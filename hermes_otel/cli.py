@@ -9,8 +9,8 @@ import shutil
 import socket
 import sys
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from . import config, enable, masking, view
 from .version import __version__
@@ -55,7 +55,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     from . import cost_report
 
-    spent = sub.add_parser("cost", help="what the recorded runs cost, by session, turn, model, profile, subagent or day")
+    spent = sub.add_parser(
+        "cost", help="what the recorded runs cost, by session, turn, model, profile, subagent or day")
     cost_report.add_arguments(spent)
 
     sub.add_parser("doctor", help="check installation, enablement, configuration and endpoints")
@@ -119,7 +120,8 @@ def cmd_view(args: argparse.Namespace) -> int:
     path = Path(args.path).expanduser() if args.path else _default_otel_dir()
     shown_path = masking.printable(str(path))
     if not path.exists():
-        print(f"hermes-otel view: {shown_path} does not exist (no run has written telemetry there yet)", file=sys.stderr)
+        print(f"hermes-otel view: {shown_path} does not exist (no run has written telemetry there yet)",
+              file=sys.stderr)
         return 1
     last = args.last or VIEW_DEFAULT_LAST
     try:
@@ -256,7 +258,8 @@ def _check_runtime(report: _Report, settings: config.Settings) -> None:
             report.fail(f"{label}: {answer.text}: {consequence}")
     files = ("traces.jsonl", "logs.jsonl", "metrics.jsonl")
     if settings.file_signals:
-        _check_dir(report, "file export directory", settings.file_directory, files, "no telemetry files will be written")
+        _check_dir(report, "file export directory", settings.file_directory, files,
+                   "no telemetry files will be written")
     for sink in plan.atof_sinks:
         if hasattr(sink, "output_directory"):
             _check_dir(report, f"ATOF file sink {sink.name!r} directory", Path(sink.output_directory).expanduser(),
@@ -329,8 +332,8 @@ def _check_prometheus(report: _Report, settings: config.Settings) -> None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: F401
         from prometheus_client import CollectorRegistry  # noqa: F401
     except ImportError:
-        report.warn(f"metrics.exporter = prometheus needs the prometheus extra (pip install 'hermes-otel[prometheus]'), "
-                    f"which is not installed: {fallback}")
+        report.warn("metrics.exporter = prometheus needs the prometheus extra "
+                    f"(pip install 'hermes-otel[prometheus]'), which is not installed: {fallback}")
         return
     try:
         socket.create_server((settings.prometheus_host, settings.prometheus_port)).close()

@@ -44,7 +44,8 @@ _CREDENTIAL_WORDS = ("apikey", "api_key", "api-key", "token", "secret", "passw",
 _VALUE_PATTERNS: tuple[tuple[tuple[str, ...], bool, re.Pattern[str], Any], ...] = (
     # PEM and PGP private key blocks (to the end of the text when the END line is missing).
     (("PRIVATE KEY",), False,
-     re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)",
+     re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
+                r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)",
                 re.S), REDACTED),
     (("bearer", "basic"), True, re.compile(r"(?i)" + _B + r"(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
      r"\1 " + REDACTED),
@@ -65,7 +66,8 @@ _VALUE_PATTERNS: tuple[tuple[tuple[str, ...], bool, re.Pattern[str], Any], ...] 
     # name=value, name: value, "name": "value" where the name is a credential's (access_token, client_secret, ...);
     # quotes may be escaped (JSON text inside JSON). The lookahead is a cheap first-letter filter.
     (_CREDENTIAL_WORDS, True,
-     re.compile(r"(?i)(?=[aptsc])(" + _SECRET_WORD + r")((?:\\*[\"'])?\s*[=:]\s*(?:\\*[\"'])?)(?!<redacted>)([^\s\"'&,;\\]+)"),
+     re.compile(r"(?i)(?=[aptsc])(" + _SECRET_WORD + r")"
+                r"((?:\\*[\"'])?\s*[=:]\s*(?:\\*[\"'])?)(?!<redacted>)([^\s\"'&,;\\]+)"),
      r"\1\2" + REDACTED),
 )
 # An AWS secret access key standing alone: 40 base64 characters mixing upper case, lower case and digits.

@@ -112,7 +112,8 @@ _STDLIB = frozenset({"re", "dataclasses", "datetime", "decimal", "typing"})
 _KNOWN = {"agent.model_metadata": frozenset({"fetch_endpoint_model_metadata", "fetch_model_metadata"}),
           "utils": frozenset({"base_url_host_matches"})}
 # Hermes's caches we read (0.16.0 has no on-disk copy of OpenRouter's list; that part is optional).
-_METADATA = ("_normalize_base_url", "_is_openrouter_base_url", "_endpoint_model_metadata_cache", "_model_metadata_cache")
+_METADATA = (
+    "_normalize_base_url", "_is_openrouter_base_url", "_endpoint_model_metadata_cache", "_model_metadata_cache")
 
 
 def _imports(code: types.CodeType) -> bool:
@@ -421,7 +422,7 @@ class CostLedger:
             totals = self._sessions.get(session_id) if isinstance(session_id, str) else None
             return totals.attributes(SESSION_COST, SESSION_COST_STATUS) if totals is not None else {}
 
-    def adopt(self, other: "CostLedger") -> None:
+    def adopt(self, other: CostLedger) -> None:
         """Take over another ledger's totals (configuration reload)."""
         with other._lock:
             taken = [(name, getattr(other, name)) for name in ("_turns", "_sessions", "_subagents", "_links")]

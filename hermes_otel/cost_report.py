@@ -175,7 +175,7 @@ def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
                 "model": _str(attrs.get("gen_ai.request.model")) or UNKNOWN,
                 "profile": _str(top.get(cost.PROFILE)) or UNKNOWN,
                 "subagent": _role(span, by_id),
-                "day": dt.datetime.fromtimestamp(span["start_ns"] / 1e9, dt.timezone.utc).date().isoformat(),
+                "day": dt.datetime.fromtimestamp(span["start_ns"] / 1e9, dt.UTC).date().isoformat(),
             },
         )
 
@@ -186,9 +186,10 @@ def _role(span: dict, by_id: dict[tuple[str, str], dict]) -> str:
     current = span
     while current["parent_span_id"] is not None and current["span_id"] not in seen:
         seen.add(current["span_id"])
-        current = by_id.get((current["trace_id"], current["parent_span_id"]))
-        if current is None:
+        parent = by_id.get((current["trace_id"], current["parent_span_id"]))
+        if parent is None:
             return MAIN
+        current = parent
         if current["name"].startswith("subagent"):
             return _str(current["attributes"].get("hermes.subagent.role")) or UNKNOWN
     return MAIN
@@ -214,7 +215,7 @@ def report(paths: Path | Iterable[Path], by: str = "session", since_ns: int | No
 
 def parse_since(text: str, now: dt.datetime | None = None) -> int:
     """`30m`, `24h`, `7d`, `2w` (back from now), or an ISO date/time (UTC unless it says otherwise) -> ns."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     value = text.strip()
     match = _DURATION.fullmatch(value)
     if match:
@@ -227,12 +228,12 @@ def parse_since(text: str, now: dt.datetime | None = None) -> int:
                 f"expected a duration (30m, 24h, 7d, 2w) or an ISO date or time (2026-12-01, 2026-12-01T09:00Z), "
                 f"found {printable(text)[:40]!r}") from None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.timezone.utc)
+            when = when.replace(tzinfo=dt.UTC)
     return int(when.timestamp() * 1e9)
 
 
 def _iso(ns: int) -> str:
-    return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def render_table(result: Report) -> str:

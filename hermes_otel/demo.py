@@ -28,7 +28,8 @@ def run(keep: bool = False, ascii: bool = False) -> int:
 
     hermes = enable.hermes_executable()
     if hermes is None:
-        print("hermes-otel demo: the `hermes` command was not found; pip install 'hermes-otel[hermes]'", file=sys.stderr)
+        print("hermes-otel demo: the `hermes` command was not found; pip install 'hermes-otel[hermes]'",
+              file=sys.stderr)
         return 1
     home = Path(tempfile.mkdtemp(prefix="hermes-otel-demo-"))
     otel_dir = home / "otel"

@@ -8,7 +8,8 @@ inject context, block a tool or change a result.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from . import runtime
 from .bridge import KNOWN_HOOKS
@@ -40,7 +41,8 @@ def _callback(name: str) -> Callable[..., None]:
             # The real end of a session (CLI exit, gateway /new or expiry): start a
             # bounded flush in the background. The gateway fires this on its event
             # loop, so we never wait here; process exit has its own bounded flush.
-            threading.Thread(target=safely, args=(runtime.flush,), name="hermes-otel-session-flush", daemon=True).start()
+            threading.Thread(target=safely, args=(runtime.flush,), name="hermes-otel-session-flush",
+                             daemon=True).start()
         return None
 
     on_hook.__name__ = on_hook.__qualname__ = f"hermes_otel_{name}"

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .safety import report
 from .tracking import Call, Tracker

@@ -45,7 +45,8 @@ def _register(ctx: Any) -> None:
     try:
         result = load_settings()
     except Exception as exc:  # noqa: BLE001 - an unforeseen config shape: defaults, and say so
-        _log.logger.error("hermes-otel: configuration could not be read (%s: %s); using defaults", type(exc).__name__, exc)
+        _log.logger.error("hermes-otel: configuration could not be read (%s: %s); using defaults",
+                          type(exc).__name__, exc)
         result = load_settings(env={k: v for k, v in os.environ.items() if k == "HERMES_HOME"}, path=Path(os.devnull))
     message = result.message()
     if message:

@@ -139,5 +139,6 @@ def health_check(url: str, timeout_s: float = TIMEOUT_S) -> Answer:
     said = mask_text(reply["status"])[:80]
     since = reply.get("upSince")
     if status == 200:
-        return Answer(True, f"the Collector is ready ({said}" + (f", up since {since})" if isinstance(since, str) else ")"))
+        up = f", up since {since}" if isinstance(since, str) else ""
+        return Answer(True, f"the Collector is ready ({said}{up})")
     return Answer(False, f"the Collector is not ready: HTTP {status} ({said})")

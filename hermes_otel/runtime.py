@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from . import _log, content, telemetry
 from .bridge import ObserverBridge
 from .config import Settings
-from .exporters import delivery
 from .cost import CostLedger
+from .exporters import delivery
 from .exporters.health import health
 from .exporters.resend import resender, targets_of
 from .exporters.spool import spool_for

@@ -6,7 +6,8 @@ import argparse
 import sys
 import time
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import config, masking
 from .exporters.resend import SendReport, send_all, targets_of

@@ -18,9 +18,9 @@ import os
 import socket
 import sys
 import threading
-import time
 import uuid
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -51,6 +51,7 @@ from opentelemetry.sdk.trace.sampling import (
 from . import _log
 from .config import OTLPTarget, Settings
 from .emitter import Emitter, Inline
+from .exporters.delivery import finishing_together, outbox_exporter
 from .exporters.file import (
     JsonFileLogExporter,
     JsonFileMetricExporter,
@@ -65,7 +66,6 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
-from .exporters.delivery import finishing_together, outbox_exporter
 from .exporters.spool import endpoint_key, spool_for
 from .exporters.spool import observe as observe_spool
 from .safety import safely
@@ -111,7 +111,8 @@ ATTRIBUTE_LENGTH_LIMIT = 16384
 
 
 def span_limits() -> SpanLimits:
-    configured = any(os.environ.get(v) for v in ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT"))
+    limits = ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+    configured = any(os.environ.get(v) for v in limits)
     return SpanLimits() if configured else SpanLimits(max_attribute_length=ATTRIBUTE_LENGTH_LIMIT)
 
 
@@ -174,7 +175,7 @@ def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
 _DROP_SIGNALS = ("traces", "logs", "metrics")  # always reported (0 is news too); others once they drop
 
 
-_observed: "weakref.WeakSet[MeterProvider]" = weakref.WeakSet()
+_observed: weakref.WeakSet[MeterProvider] = weakref.WeakSet()
 
 
 def observe_drops(meter_provider: MeterProvider) -> None:
@@ -308,10 +309,10 @@ def _span_exporters(settings: Settings, writers: dict[str, RotatingJsonLinesWrit
     return exporters
 
 
-def _relay_forwarder(settings: Settings):
+def _relay_forwarder(component: Mapping[str, Any]):
     from .exporters.relay_native import RelayForwarder, activate
 
-    activation = activate(settings.relay_component)
+    activation = activate(component)
     if activation is None:
         return None
     _log.logger.info("hermes-otel: NeMo Relay runtime active; its exporters own the observability component")
@@ -380,7 +381,8 @@ def build(settings: Settings) -> Telemetry:
         )
 
     plan = settings  # what we export ourselves; `settings` stays as given (reload compares it)
-    forwarder = safely(_relay_forwarder, settings) if settings.relay_handoff and settings.relay_component else None
+    component = settings.relay_component if settings.relay_handoff else None
+    forwarder = safely(_relay_forwarder, component) if component else None
     if forwarder is not None:
         # Relay's runtime owns the observability component now: its exporters replace ours.
         tracer_provider.add_span_processor(forwarder)
@@ -400,10 +402,10 @@ def build(settings: Settings) -> Telemetry:
     log_exporters: list[LogRecordExporter] = _exporters("logs", settings, writers) if settings.logs_enabled else []
     log_exporters += [e for t in plan.relay_log_targets
                       if (e := safely(_otlp_exporter, "logs", t, settings)) is not None]
-    for exporter in log_exporters:
+    for log_exporter in log_exporters:
         logger_provider.add_log_record_processor(
             BatchLogRecordProcessor(
-                exporter,
+                log_exporter,
                 max_queue_size=settings.bsp_max_queue_size,
                 schedule_delay_millis=settings.bsp_schedule_delay_ms,
                 max_export_batch_size=settings.bsp_max_export_batch_size,
@@ -420,10 +422,10 @@ def build(settings: Settings) -> Telemetry:
         for exporter in metric_exporters
     ] + ([pull] if pull is not None else [])
     for target in plan.relay_metric_targets:
-        exporter = safely(_otlp_exporter, "metrics", target, settings)
-        if exporter is not None:
+        metric_exporter = safely(_otlp_exporter, "metrics", target, settings)
+        if metric_exporter is not None:
             readers.append(
-                PeriodicExportingMetricReader(exporter, export_interval_millis=settings.relay_metric_interval_ms)
+                PeriodicExportingMetricReader(metric_exporter, export_interval_millis=settings.relay_metric_interval_ms)
             )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     safely(observe_drops, meter_provider)

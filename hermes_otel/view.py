@@ -161,7 +161,7 @@ def _span(span: Any, resource: dict[str, Any]) -> Span:
 def decode_line(line: bytes | str) -> list[Span]:
     """The spans of one `ExportTraceServiceRequest` line; raises on anything else (the caller counts it)."""
     request = _dict(json.loads(line, parse_constant=_no_constant))
-    spans = []
+    spans: list[Span] = []
     for resource_spans in _list(request.get("resourceSpans")):
         resource_spans = _dict(resource_spans)
         resource = _attributes(_dict(resource_spans.get("resource")).get("attributes"))

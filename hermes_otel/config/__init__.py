@@ -19,6 +19,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ def _schema_defaults(cls: type) -> type:
     for spec in FIELDS:
         if spec.attr:
             value = spec.setting(spec.default)
-            setattr(cls, spec.attr, field(default_factory=lambda v=value: type(v)(v)) if isinstance(value, dict)
+            setattr(cls, spec.attr, field(default_factory=partial(type(value), value)) if isinstance(value, dict)
                     else value)
     return cls
 
@@ -272,7 +273,8 @@ def summary(values: Mapping[str, Any]) -> str:
                   (len(values.get("relay.logs", ())), "log endpoint"),
                   (len(values.get("relay.metrics", ())), "metric endpoint"),
                   (len(values.get("atof.sinks", ())), "ATOF sink")]
-        parts.append("observability component: " + ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for n, what in counts))
+        parts.append("observability component: "
+                     + ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for n, what in counts))
     return "; ".join(parts)
 
 
@@ -339,7 +341,7 @@ def _validate_ours(comp: dict, where: str, src: str, problems: list[Problem], re
 
 def _flatten(config: dict) -> list[tuple[str, Any]]:
     """Top-level keys, and the keys of our sections (`otlp = { endpoint = ... }` -> `otlp.endpoint`)."""
-    items = []
+    items: list[tuple[str, Any]] = []
     for key, value in config.items():
         if key in SECTIONS and isinstance(value, dict):
             items.extend((f"{key}.{sub}", item) for sub, item in value.items())

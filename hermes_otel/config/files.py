@@ -60,4 +60,6 @@ def _reason(exc: OSError) -> str:
 
 def size_text(n: int) -> str:
     """1 MiB, 64 KiB, 100 bytes."""
-    return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n // 1024} KiB" if n % 1024 == 0 else f"{n} bytes"
+    if n % (1024 * 1024) == 0:
+        return f"{n // (1024 * 1024)} MiB"
+    return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n} bytes"

@@ -76,13 +76,13 @@ def resolve(
     for name, value in literal.items():
         accept("headers", name, value)
     for name, var in header_env.items():
-        value = env.get(var)
-        if not value:
+        found = env.get(var)
+        if not found:
             problems.append(Problem(source, key("header_env", name),
                                     f"the environment variable {printable(var)} to be set", "it unset or empty",
                                     fatal=False))
             continue
-        accept("header_env", name, value, f"{printable(var)} holding ")
+        accept("header_env", name, found, f"{printable(var)} holding ")
     for name, path in header_file.items():
         try:
             data = read_regular(Path(path).expanduser(), MAX_HEADER_FILE_BYTES)

@@ -18,7 +18,7 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,7 @@ def profile(cat: str, attrs: Mapping[str, Any]) -> dict | None:
 def timestamp(ns: int) -> str:
     """RFC 3339 with nanoseconds, UTC (`2026-12-02T08:58:29.279741723+00:00`)."""
     seconds, nanos = divmod(ns, 1_000_000_000)
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}+00:00"
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}+00:00"
 
 
 def uuid7(ms: int, entropy: int) -> str:
@@ -214,7 +214,8 @@ class EventBuilder:
                     "parent_uuid": own,
                     "propagation_root_uuid": root,
                     "timestamp": timestamp(span_event.timestamp),
-                    "uuid": uuid7(span_event.timestamp // 1_000_000, hash((snap.span_id, span_event.timestamp)) & (2**74 - 1)),
+                    "uuid": uuid7(span_event.timestamp // 1_000_000,
+                                  hash((snap.span_id, span_event.timestamp)) & (2**74 - 1)),
                 }
             )
         return out
@@ -383,7 +384,7 @@ class AtofSpanProcessor(SpanProcessor):
                 health.dropped["atof"] += len(events)
                 _log.once(f"atof-sink:{id(sink)}", "hermes-otel: ATOF sink failed (%s: %s)", type(exc).__name__, exc)
 
-    def log_processor(self) -> "AtofLogProcessor":
+    def log_processor(self) -> AtofLogProcessor:
         """Marks for observer-only happenings, from the observer log stream, on the same worker."""
         return AtofLogProcessor(self._worker)
 
@@ -405,7 +406,7 @@ class AtofSpanProcessor(SpanProcessor):
 
 
 def _snapshot(phase: str, span: ReadableSpan, at: int) -> _Snapshot:
-    ctx = span.get_span_context()
+    ctx = span.context
     status = "ERROR" if span.status.status_code is StatusCode.ERROR else "OK"
     return _Snapshot(
         phase, span.name, ctx.trace_id, ctx.span_id, span.parent.span_id if span.parent is not None else None, at,

@@ -2,8 +2,8 @@
 
 Each line is an ``Export*ServiceRequest`` in the OTLP/JSON mapping, the
 format the Collector's ``otlp_json_file`` receiver reads: one batch (a span
-or log batch, a metrics collection) per line. The exporters run on the SDK's worker threads, so encoding and I/O stay off
-the agent's thread; they never raise into those threads.
+or log batch, a metrics collection) per line. The exporters run on the SDK's worker threads, so encoding and
+I/O stay off the agent's thread; they never raise into those threads.
 """
 
 from __future__ import annotations

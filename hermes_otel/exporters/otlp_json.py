@@ -245,7 +245,7 @@ def _encode_span(span: ReadableSpan) -> dict[str, Any]:
     # The sub-messages come first and the scalar fields are checked after, in
     # the official encoder's order, so a span with several bad values fails
     # with the same error. The dict is still filled in field-number order.
-    context = span.get_span_context()
+    context = span.context
     parent = span.parent
     trace_id = context.trace_id.to_bytes(16, "big").hex()
     span_id = context.span_id.to_bytes(8, "big").hex()
@@ -341,10 +341,8 @@ def _encode_log_record(readable: ReadableLogRecord) -> dict[str, Any]:
     # As in _encode_span: values computed, then checked, in the official
     # encoder's order; the dict filled in field-number order.
     record = readable.log_record
-    span_id = record.span_id
-    span_id = None if span_id == 0 else span_id.to_bytes(8, "big").hex()
-    trace_id = record.trace_id
-    trace_id = None if trace_id == 0 else trace_id.to_bytes(16, "big").hex()
+    span_id = None if record.span_id == 0 else record.span_id.to_bytes(8, "big").hex()
+    trace_id = None if record.trace_id == 0 else record.trace_id.to_bytes(16, "big").hex()
     flags = int(record.trace_flags)
     body = _any_value(record.body)
     attributes = _attribute_list(record.attributes)

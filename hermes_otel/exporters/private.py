@@ -74,7 +74,10 @@ def open_file(path: Path, flags: int) -> tuple[int, os.stat_result]:
     except FileNotFoundError:
         before = None
     if before is not None and (stat.S_ISLNK(before.st_mode) or _whose(before) or not stat.S_ISREG(before.st_mode)):
-        kind = "a symbolic link, not followed" if stat.S_ISLNK(before.st_mode) else _whose(before) or "not a regular file"
+        if stat.S_ISLNK(before.st_mode):
+            kind = "a symbolic link, not followed"
+        else:
+            kind = _whose(before) or "not a regular file"
         raise _refuse(path.parent, f"{path.name} is {kind}")
     try:
         fd = os.open(path, flags | _NOFOLLOW, FILE_MODE)
@@ -114,8 +117,8 @@ def problem(directory: Path, names: tuple[str, ...] = ()) -> str | None:
         return f"is a symbolic link (to {os.readlink(directory)}); hermes-otel does not follow it"
     if not stat.S_ISDIR(st.st_mode):
         return "is not a directory"
-    if _whose(st):
-        return "is " + _whose(st)
+    if owner := _whose(st):
+        return "is " + owner
     if not os.access(directory, os.W_OK | os.X_OK):
         return "is not writable"
     for name in names:

@@ -55,7 +55,7 @@ def _run_coroutine(make, timeout_s: float = 10.0):
     def run() -> None:
         try:
             result = make()
-            outcome["value"] = asyncio.run(result) if inspect.isawaitable(result) else result
+            outcome["value"] = asyncio.run(result) if inspect.iscoroutine(result) else result
         except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
             outcome["error"] = exc
 
@@ -81,11 +81,11 @@ class RelayForwarder(SpanProcessor):
         self._worker = QueueWorker("hermes-otel-relay", self._replay_all, signal="relay")
 
     def on_start(self, span: ReadableSpan, parent_context: Any = None) -> None:
-        self._worker.submit(("start", span.name, span.get_span_context().span_id,
+        self._worker.submit(("start", span.name, span.context.span_id,
                              span.parent.span_id if span.parent else None, dict(span.attributes or {}), ()))
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._worker.submit(("end", span.name, span.get_span_context().span_id, None, dict(span.attributes or {}),
+        self._worker.submit(("end", span.name, span.context.span_id, None, dict(span.attributes or {}),
                              tuple((e.name, dict(e.attributes or {})) for e in span.events)))
 
     def _replay_all(self, batch) -> None:

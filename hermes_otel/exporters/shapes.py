@@ -60,10 +60,12 @@ def gen_ai_view(span: ReadableSpan) -> dict[str, Any] | None:
     return {k: v for k, v in attrs.items() if k.startswith(_GEN_AI_PREFIXES) or k in _GEN_AI_KEEP}
 
 
+_OPENINFERENCE_KINDS: dict[object, str] = {sc.OP_AGENT: "AGENT", sc.OP_CHAT: "LLM", sc.OP_TOOL: "TOOL"}
+
+
 def openinference_attributes(span: ReadableSpan) -> dict[str, Any]:
-    attrs = span.attributes or {}
-    operation = attrs.get(sc.OPERATION)
-    kind = {sc.OP_AGENT: "AGENT", sc.OP_CHAT: "LLM", sc.OP_TOOL: "TOOL"}.get(operation)
+    attrs: Mapping[str, Any] = span.attributes or {}
+    kind = _OPENINFERENCE_KINDS.get(attrs.get(sc.OPERATION))
     if kind is None:
         kind = "AGENT" if span.name.startswith("subagent") else "GUARDRAIL" if span.name == "approval" else "CHAIN"
     extra: dict[str, Any] = {"openinference.span.kind": kind}
@@ -119,9 +121,11 @@ class ShapedSpanExporter(SpanExporter):
                     continue
                 shaped.append(_copy(span, resource, attrs, [e for e in span.events if e.name == "exception"]))
             elif self._type == "openinference":
-                shaped.append(_copy(span, resource, {**(span.attributes or {}), **openinference_attributes(span)}, span.events))
+                attributes = {**(span.attributes or {}), **openinference_attributes(span)}
+                shaped.append(_copy(span, resource, attributes, span.events))
             else:
-                shaped.append(span if resource is span.resource else _copy(span, resource, span.attributes or {}, span.events))
+                same = resource is span.resource
+                shaped.append(span if same else _copy(span, resource, span.attributes or {}, span.events))
         return self._inner.export(shaped) if shaped else SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .health import health
 

@@ -25,14 +25,14 @@ from __future__ import annotations
 import contextvars
 import importlib
 import threading
-from collections.abc import Collection
-from typing import Any, Callable
+from collections.abc import Callable, Collection
+from typing import Any
 
 import wrapt
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
 
 from ..middleware import contract
 from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy

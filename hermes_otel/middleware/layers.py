@@ -93,7 +93,7 @@ class Instruments:
     rewrites: Any
 
     @classmethod
-    def create(cls, meter) -> "Instruments":
+    def create(cls, meter) -> Instruments:
         return cls(
             duration=meter.create_histogram(
                 "hermes.middleware.duration",
@@ -289,10 +289,11 @@ class RequestPass:
     events: list[RequestEvent] = field(default_factory=list)
 
 
-current_pass: contextvars.ContextVar[RequestPass | None] = contextvars.ContextVar("hermes_otel_request_pass", default=None)
+current_pass: contextvars.ContextVar[RequestPass | None] = contextvars.ContextVar(
+    "hermes_otel_request_pass", default=None)
 
 
-def request_proxy(kind: str, callback: Callable[..., Any], plugin: str, layers: Callable[[], "LayerTracer | None"]):
+def request_proxy(kind: str, callback: Callable[..., Any], plugin: str, layers: Callable[[], LayerTracer | None]):
     """A transparent stand-in for a request-middleware callback that records its effect."""
     name = contract.callback_name(callback)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 # Loggers Hermes reports middleware failures on (chain runner, request middleware).
 HERMES_LOGGERS = ("hermes_cli.middleware", "hermes_cli.plugins")

@@ -31,8 +31,9 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from opentelemetry import trace
 

@@ -357,6 +357,9 @@ def _chunks(
         yield {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}
 
 
+_OK = Reply.text("ok")  # a frozen Reply: safe to share as a default
+
+
 class FakeLLMServer:
     """Scripted OpenAI-compatible server on loopback; use as a context manager.
 
@@ -381,7 +384,7 @@ class FakeLLMServer:
         script: Iterable[Reply] = (),
         *,
         model: str = "fake-model",
-        default: Reply = Reply.text("ok"),
+        default: Reply = _OK,
         host: str = "127.0.0.1",
         port: int = 0,
         context_length: int | None = 128_000,

@@ -128,12 +128,13 @@ class Tracker:
         self.turns.adopt(other.turns)
         if self.costs is not None and other.costs is not None:  # totals survive a reload
             self.costs.adopt(other.costs)
-        for mine, theirs in ((self._pending, other._pending), (self.chats.failed, other.chats.failed),
-                             (self.tools.open, other.tools.open), (self.tools.denied, other.tools.denied),
-                             (self.tools.ended, other.tools.ended),
-                             (self.approvals.open, other.approvals.open),
-                             (self.subagents.open, other.subagents.open)):
-            mine.adopt(theirs)
+        self._pending.adopt(other._pending)
+        self.chats.failed.adopt(other.chats.failed)
+        self.tools.open.adopt(other.tools.open)
+        self.tools.denied.adopt(other.tools.denied)
+        self.tools.ended.adopt(other.tools.ended)
+        self.approvals.open.adopt(other.approvals.open)
+        self.subagents.open.adopt(other.subagents.open)
 
     # -- calls ------------------------------------------------------------------------------
 

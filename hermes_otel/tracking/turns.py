@@ -145,6 +145,7 @@ class Turns:
         return [turn_id for turn_id, t in self.open.items() if t.session_id == session_id]
 
     def adopt(self, other: Turns) -> None:
-        for mine, theirs in ((self.open, other.open), (self.previous, other.previous), (self.ended, other.ended),
-                             (self.sessions, other.sessions)):
-            mine.adopt(theirs)
+        self.open.adopt(other.open)
+        self.previous.adopt(other.previous)
+        self.ended.adopt(other.ended)
+        self.sessions.adopt(other.sessions)

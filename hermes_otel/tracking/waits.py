@@ -16,7 +16,6 @@ from .keys import text, tool_key
 from .turns import Turns
 
 
-
 class Approvals:
     def __init__(self, tracer: trace.Tracer, turns: Turns, tools: Tools, limit: int) -> None:
         self._tracer = tracer
@@ -39,9 +38,9 @@ class Approvals:
         key = tool_key(payload) or text(payload.get("turn_id"))
         call = self.open.pop(key) if key else None
         choice = payload.get("choice")
-        denied = isinstance(choice, str) and choice in DENIED
+        denied = choice if isinstance(choice, str) and choice in DENIED else None
         if denied:
-            self._tools.deny(payload, choice)
+            self._tools.deny(payload, denied)
         if call is not None:
             call.span.set_attributes(sc.approval_attributes(payload))
             if denied:

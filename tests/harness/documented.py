@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from hermes_otel import catalog
 
@@ -31,7 +31,8 @@ def assert_documented(spans: Sequence, metrics: Sequence = (), logs: Sequence = 
         assert hook in KNOWN_HOOKS
         extra = set(catalog.LOG_ATTRIBUTES.get(hook, ()))
         for key, value in record.attributes.items():
-            assert key in strings or key in extra or (key.startswith("hermes.") and isinstance(value, (bool, int, float))), key
+            numeric = key.startswith("hermes.") and isinstance(value, (bool, int, float))
+            assert key in strings or key in extra or numeric, key
     for span in spans:
         doc = _doc_for(span)
         assert set(span.attributes) <= set(doc.attributes), (span.name, set(span.attributes) - set(doc.attributes))

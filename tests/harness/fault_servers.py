@@ -41,7 +41,7 @@ def self_signed_cert(directory: Path, host: str = "collector.other.invalid") -> 
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
         .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
@@ -104,7 +104,7 @@ class FaultServer:
         while not self._stop.is_set():
             try:
                 conn, _ = self._listener.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -139,7 +139,8 @@ class FaultServer:
         header, _, body = head.partition(b"\r\n\r\n")
         lines = header.decode("latin-1").split("\r\n")
         path = lines[0].split(" ")[1] if len(lines[0].split(" ")) > 1 else ""
-        length = next((int(line.split(":", 1)[1]) for line in lines[1:] if line.lower().startswith("content-length:")), 0)
+        length = next((int(line.split(":", 1)[1]) for line in lines[1:]
+                       if line.lower().startswith("content-length:")), 0)
         if self.mode == "reset":
             with self._lock:
                 self.requests.append((time.monotonic(), path))

@@ -11,9 +11,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 BIN = Path(sys.executable).parent
 TEST_PLUGINS = Path(__file__).resolve().parents[1] / "plugins"

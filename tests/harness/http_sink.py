@@ -35,7 +35,7 @@ class HttpSink:
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/atof"
 
-    def __enter__(self) -> "HttpSink":
+    def __enter__(self) -> HttpSink:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

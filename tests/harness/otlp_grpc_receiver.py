@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
-from typing import Callable
 
 import grpc
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
@@ -35,7 +35,7 @@ class OTLPGrpcReceiver(
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "OTLPGrpcReceiver":
+    def __enter__(self) -> OTLPGrpcReceiver:
         self._server.start()
         return self
 

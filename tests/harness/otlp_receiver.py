@@ -519,7 +519,7 @@ class OTLPReceiver:
                     break
                 self._cond.wait(remaining)
             errors = list(self._errors)
-            requests = list(zip(self._paths, self._headers))
+            requests = list(zip(self._paths, self._headers, strict=False))
         lines = [f"Timed out after {timeout}s waiting for {what}; received {len(snapshot)}:"]
         lines += [f"  {describe(item)}" for item in snapshot[:200]]
         if len(snapshot) > 200:
@@ -553,7 +553,8 @@ def _describe_span(s: RecvSpan) -> str:
 
 
 def _describe_log(r: RecvLog) -> str:
-    return f"event={r.event_name!r} severity={r.severity_text or r.severity_number} body={r.body!r} attrs={r.attributes}"
+    return (f"event={r.event_name!r} severity={r.severity_text or r.severity_number} body={r.body!r} "
+            f"attrs={r.attributes}")
 
 
 def _describe_metric(m: RecvMetric) -> str:

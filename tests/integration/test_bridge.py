@@ -44,7 +44,7 @@ def test_log_stream_is_one_record_per_hook_call_in_order(every_hook, hook_tape, 
     }
     root = only(spans, "invoke_agent hermes")
     tool = only(spans, "execute_tool terminal")
-    for record, (name, turn_id, tool_call_id) in zip(logs, tape):
+    for record, (name, turn_id, tool_call_id) in zip(logs, tape, strict=False):
         assert record.attributes["hermes.telemetry_schema_version"] == "hermes.observer.v1"
         assert record.attributes["hermes.observer.hook"] == name
         if turn_id:

@@ -8,11 +8,10 @@ import contextlib
 import json
 import math
 import os
-import re
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -238,19 +237,19 @@ def test_single_node_span_metrics_feed_the_dashboards(single_node, jaeger, llm):
     """The spanmetrics-fed panels (checked by shape only until now) return data from a live Prometheus."""
     prom: Prometheus = single_node["prometheus"]
     collector: Collector = single_node["collector"]
-    calls = 'sum by (span_name) (traces_span_metrics_calls_total{service_name="%s"})' % SERVICE
+    calls = f'sum by (span_name) (traces_span_metrics_calls_total{{service_name="{SERVICE}"}})'
     with exporting_to(collector.otlp_http, llm, "mw_alpha", "mw_beta") as runtime:
         for turn in range(2):  # rate() needs an increase between two scrapes: a turn, a scrape, another turn
             llm.push(Reply.text("done"))
             assert _agent(llm, ["terminal"]).run_conversation(f"metrics turn {turn}")["final_response"] == "done"
             runtime.flush(5)
-            wait_until(lambda: sum(float(r["value"][1]) for r in prom.query(calls)
-                                   if r["metric"]["span_name"] == "invoke_agent hermes") >= 3 + turn,
+            wait_until(lambda turn=turn: sum(float(r["value"][1]) for r in prom.query(calls)
+                                             if r["metric"]["span_name"] == "invoke_agent hermes") >= 3 + turn,
                        30, f"metrics turn {turn} in Prometheus")
     fed = [q for q in dq.prometheus_queries() if q.spanmetrics_fed]
     assert fed, "no dashboard panel is fed by span metrics"
     for query in fed:
-        result = wait_until(lambda: prom.query(dq.concrete(query.expr)), 30, f"{query.panel} in Prometheus")
+        result = wait_until(lambda query=query: prom.query(dq.concrete(query.expr)), 30, f"{query.panel} in Prometheus")
         # A quantile of a series that did not grow in the window is NaN (0/0); series that did give data.
         values = [v for r in result if math.isfinite(v := float(r["value"][1]))]
         assert values and max(values) > 0, (query.panel, result)
@@ -402,7 +401,7 @@ def test_replayed_files_arrive_in_jaeger_as_recorded(jaeger, tmp_path):
     try:
         collector.start()
         (trace_id,) = trace_ids
-        spans = wait_until(lambda: len(s := jaeger.trace_ids(service)) == 1 and whole_trace(jaeger, trace_id), 60,
+        spans = wait_until(lambda: len(jaeger.trace_ids(service)) == 1 and whole_trace(jaeger, trace_id), 60,
                            "the replayed trace in Jaeger", collector.proc, collector.log)
     finally:
         collector.stop()

@@ -137,7 +137,7 @@ def _soak(turns: int, threads: int, receiver, traced) -> dict[str, float]:
                 api = {**ids, "api_request_id": f"{turn}:api:1", "model": "fake-model", "provider": "custom",
                        "api_mode": "chat_completions", "api_call_count": 1}
                 response = object()
-                assert middleware.run_llm_execution_middleware({"model": "fake-model"}, lambda r: response,
+                assert middleware.run_llm_execution_middleware({"model": "fake-model"}, lambda r, response=response: response,
                                                                **api) is response
                 manager.invoke_hook("post_api_request", **api, finish_reason="tool_calls", **v1)
                 tool = {**ids, "tool_call_id": "call_same", "api_request_id": f"{turn}:api:1"}

@@ -210,7 +210,7 @@ def test_spans_are_what_the_sdk_makes_inline(host_session):
     records = [r.log_record for r in host.logs.get_finished_logs()]
     hook_times = [(name, at) for name, at in hook_times if name != "pre_api_request"]  # not subscribed by default
     assert [r.event_name for r in records] == [f"hermes.observer.{name}" for name, _ in hook_times]
-    for record, (name, called_at) in zip(records, hook_times):
+    for record, (name, called_at) in zip(records, hook_times, strict=False):
         assert abs(record.timestamp - called_at) < 1_000_000, name
     # Metric points: exemplars point at spans the tracer made. Their time is the SDK's clock when the
     # measurement reaches it on our records thread: after the call, by that thread's delay.
@@ -254,7 +254,7 @@ def test_records_on_our_thread_export_what_inline_records_do(host_session):
     inline, _ = host_session(ParentBased(ALWAYS_ON), "inline")
     threaded, _ = host_session(ParentBased(ALWAYS_ON), "thread")
     (inline_spans, inline_records), (threaded_spans, threaded_records) = _normalised(inline), _normalised(threaded)
-    for a, b in zip(threaded_spans, inline_spans):
+    for a, b in zip(threaded_spans, inline_spans, strict=False):
         assert a == b
     assert len(threaded_spans) == len(inline_spans)
     assert threaded_records == inline_records

@@ -11,8 +11,8 @@ import contextlib
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -105,7 +105,7 @@ def live(llm) -> Iterator[dict]:
             runtime.flush(5)
             # Prometheus holds this turn before the next starts: rate() sees each turn as a change.
             done = f"sum(gen_ai_invoke_agent_duration_seconds_count) == {turn + 1}"
-            wait_until(lambda: prom.query(done), 30, f"turn {turn + 1} in Prometheus")
+            wait_until(lambda done=done: prom.query(done), 30, f"turn {turn + 1} in Prometheus")
         yield {"prometheus": prom, "phoenix": phoenix, "agent": agent}
 
 

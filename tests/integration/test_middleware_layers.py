@@ -12,8 +12,8 @@ import logging
 import pytest
 
 from hermes_otel.testing.fake_llm import Reply, ToolCall
-from tests.harness.hermes import parallel_reads, run_agent
 from tests.harness.documented import assert_documented
+from tests.harness.hermes import parallel_reads, run_agent
 from tests.harness.trees import named, only, tree
 
 pytestmark = pytest.mark.hermes

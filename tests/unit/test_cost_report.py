@@ -14,8 +14,8 @@ from opentelemetry.trace import set_span_in_context
 from hermes_otel import cli, cost_report
 from hermes_otel.exporters.file import JsonFileSpanExporter, RotatingJsonLinesWriter, file_paths
 
-DAY1 = dt.datetime(2026, 11, 30, 23, 0, tzinfo=dt.timezone.utc)
-DAY2 = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
+DAY1 = dt.datetime(2026, 11, 30, 23, 0, tzinfo=dt.UTC)
+DAY2 = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
 MS = 1_000_000
 
 
@@ -93,11 +93,11 @@ def test_since(recorded):
 
 
 def test_parse_since():
-    now = dt.datetime(2026, 12, 3, 12, 0, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 12, 3, 12, 0, tzinfo=dt.UTC)
     assert cost_report.parse_since("90m", now) == ns(now) - 90 * 60 * 10**9
-    assert cost_report.parse_since("24h", now) == ns(dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.timezone.utc))
-    assert cost_report.parse_since("7d", now) == ns(dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.timezone.utc))
-    assert cost_report.parse_since("2w", now) == ns(dt.datetime(2026, 11, 19, 12, 0, tzinfo=dt.timezone.utc))
+    assert cost_report.parse_since("24h", now) == ns(dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC))
+    assert cost_report.parse_since("7d", now) == ns(dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.UTC))
+    assert cost_report.parse_since("2w", now) == ns(dt.datetime(2026, 11, 19, 12, 0, tzinfo=dt.UTC))
     assert cost_report.parse_since("2026-12-01T09:00Z") == ns(DAY2)
     assert cost_report.parse_since("2026-12-01T10:00+01:00") == ns(DAY2)
     assert cost_report.parse_since("2026-12-01T09:00") == ns(DAY2)  # no zone: UTC

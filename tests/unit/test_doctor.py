@@ -43,7 +43,7 @@ class WebServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def __enter__(self) -> "WebServer":
+    def __enter__(self) -> WebServer:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

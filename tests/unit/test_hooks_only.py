@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -93,7 +93,7 @@ def test_hooks_without_an_open_attempt_or_tracker_do_nothing(env):
     hooks["api_request_error"](**IDS, api_request_id="never-started", error="not a mapping")
     hooks["pre_api_request"](**{**pre("x"), "api_request_id": None})  # nothing could match its end
     off = chat_callbacks(lambda: None)
-    for name, callback in off.items():
+    for callback in off.values():
         assert callback(**pre(f"{TURN}:api:9")) is None
     assert [s.name for s in exporter.get_finished_spans()] == []
     assert sorted(cb.__name__ for cb in hooks.values()) == [

@@ -15,10 +15,11 @@ import importlib
 import inspect
 import pkgutil
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterable
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
