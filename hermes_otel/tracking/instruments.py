@@ -26,6 +26,15 @@ class Recorder:
         self._submit(self._record, amount, attributes, context)
 
 
+# attribute -> (semantic-convention name, unit, description, bucket boundaries)
+_HISTOGRAMS: dict[str, tuple[str, str, str, Any]] = {
+    "operation_duration": ("gen_ai.client.operation.duration", "s", "GenAI operation duration", DURATION_BUCKETS),
+    "tokens": ("gen_ai.client.token.usage", "{token}", "Number of input and output tokens used", TOKEN_BUCKETS),
+    "tool_duration": ("gen_ai.execute_tool.duration", "s", "Tool call duration", DURATION_BUCKETS),
+    "agent_duration": ("gen_ai.invoke_agent.duration", "s", "Agent turn duration", AGENT_BUCKETS),
+}
+
+
 class Instruments:
     """The histograms (their `record`), recorded at once or through `submit`."""
 
@@ -35,22 +44,7 @@ class Instruments:
     agent_duration: Any
 
     def __init__(self, meter: Meter, submit: Callable[..., None] | None = None) -> None:
-        self.operation_duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self.tokens = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}", description="Number of input and output tokens used",
-            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-        )
-        self.tool_duration = meter.create_histogram(
-            "gen_ai.execute_tool.duration", unit="s", description="Tool call duration",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self.agent_duration = meter.create_histogram(
-            "gen_ai.invoke_agent.duration", unit="s", description="Agent turn duration",
-            explicit_bucket_boundaries_advisory=AGENT_BUCKETS,
-        )
-        if submit is not None:
-            for name in ("operation_duration", "tokens", "tool_duration", "agent_duration"):
-                setattr(self, name, Recorder(getattr(self, name), submit))
+        for attr, (name, unit, description, buckets) in _HISTOGRAMS.items():
+            histogram = meter.create_histogram(name, unit=unit, description=description,
+                                               explicit_bucket_boundaries_advisory=buckets)
+            setattr(self, attr, histogram if submit is None else Recorder(histogram, submit))
