@@ -62,7 +62,8 @@ class Emitter:
             self._drop()
             return
         self._items.append((fn, args))
-        self._wake.set()
+        if not self._wake.is_set():  # set() takes a lock and notifies; once set, the worker is due to look anyway
+            self._wake.set()
         if self._stopped:  # shut down while we appended: the final drain may have missed it
             self.drain(0)
 
