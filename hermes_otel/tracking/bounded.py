@@ -30,9 +30,12 @@ class BoundedMap(Generic[K, V]):
     def put(self, key: K, value: V) -> None:
         """Set `key` (as the newest entry); the oldest entries beyond the limit are evicted."""
         with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            evicted = [self._items.popitem(last=False)[1] for _ in range(len(self._items) - self._limit)]
+            items = self._items
+            items[key] = value
+            items.move_to_end(key)
+            if len(items) <= self._limit:
+                return
+            evicted = [items.popitem(last=False)[1] for _ in range(len(items) - self._limit)]
         self._evict(evicted)
 
     def pop(self, key: K) -> V | None:
