@@ -267,54 +267,41 @@ def _metric_points(data: Any) -> int:
                for m in sm.metrics)
 
 
-class OutboxSpanExporter(SpanExporter):
+class _Outboxed:
+    """What the outbox exporters share: a batch is handed to the outbox, never waited on here."""
+
     def __init__(self, outbox: Outbox, guarded: Any) -> None:
         self.outbox = outbox
         self.guarded = guarded  # the SDK exporter (guarded) the outbox sends through
 
+    def shutdown(self, *args: Any, **kwargs: Any) -> None:
+        self.outbox.close()
+
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
+        return self.outbox.flush(timeout_millis / 1000)
+
+
+class OutboxSpanExporter(_Outboxed, SpanExporter):
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         self.outbox.submit(list(spans))
         return SpanExportResult.SUCCESS
 
-    def shutdown(self) -> None:
-        self.outbox.close()
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.outbox.flush(timeout_millis / 1000)
-
-
-class OutboxLogExporter(LogRecordExporter):
-    def __init__(self, outbox: Outbox, guarded: Any) -> None:
-        self.outbox = outbox
-        self.guarded = guarded  # the SDK exporter (guarded) the outbox sends through
-
+class OutboxLogExporter(_Outboxed, LogRecordExporter):
     def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
         self.outbox.submit(list(batch))
         return LogRecordExportResult.SUCCESS
 
-    def shutdown(self) -> None:
-        self.outbox.close()
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.outbox.flush(timeout_millis / 1000)
-
-
-class OutboxMetricExporter(MetricExporter):
+class OutboxMetricExporter(_Outboxed, MetricExporter):
     def __init__(self, outbox: Outbox, guarded: MetricExporter) -> None:
-        super().__init__(preferred_temporality=guarded._preferred_temporality,
-                         preferred_aggregation=guarded._preferred_aggregation)
-        self.outbox = outbox
-        self.guarded = guarded
+        _Outboxed.__init__(self, outbox, guarded)
+        MetricExporter.__init__(self, preferred_temporality=guarded._preferred_temporality,
+                                preferred_aggregation=guarded._preferred_aggregation)
 
     def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
         self.outbox.submit(metrics_data)
         return MetricExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return self.outbox.flush(timeout_millis / 1000)
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        self.outbox.close()
 
 
 def outbox_exporter(signal: str, guarded: Any, endpoint: str, key: str, spool: Spool | None, budget_s: float,
