@@ -396,17 +396,22 @@ def test_replayed_files_arrive_in_jaeger_as_recorded(jaeger, tmp_path):
     recorded = _file_spans(home / "otel" / "traces.jsonl")
     trace_ids = {s.trace_id for s in recorded.values()}
     assert len(trace_ids) == 1 and len(recorded) >= 4
-    collector = Collector("replay-files.yaml", env={"HERMES_OTEL_DIR": str(home / "otel"),
-                                                    "OTLP_TARGET": jaeger.otlp_grpc})
-    try:
-        collector.start()
-        (trace_id,) = trace_ids
-        spans = wait_until(lambda: len(jaeger.trace_ids(service)) == 1 and whole_trace(jaeger, trace_id), 60,
-                           "the replayed trace in Jaeger", collector.proc, collector.log)
-    finally:
-        collector.stop()
+    (trace_id,) = trace_ids
+    spans = _replayed(jaeger, service, home, trace_id)
     assert jaeger.trace_ids(service) == [trace_id]
     assert {s.span_id: s for s in spans} == recorded  # ids, parents, names, kinds, times, attributes, events
+
+
+def _replayed(jaeger: Jaeger, service: str, home: Path, trace_id: str, *overlays: str) -> list:
+    """replay-files.yaml (with `overlays`) reading `home`'s files into Jaeger: the trace's spans once whole."""
+    collector = Collector("replay-files.yaml", *overlays, env={"HERMES_OTEL_DIR": str(home / "otel"),
+                                                               "OTLP_TARGET": jaeger.otlp_grpc})
+    try:
+        collector.start()
+        return wait_until(lambda: len(jaeger.trace_ids(service)) == 1 and whole_trace(jaeger, trace_id), 60,
+                          "the replayed trace in Jaeger", collector.proc, collector.log)
+    finally:
+        collector.stop()
 
 
 def test_the_collectors_otlpjsonfile_receiver_reads_the_spool(jaeger, tmp_path):
@@ -429,15 +434,8 @@ def test_the_collectors_otlpjsonfile_receiver_reads_the_spool(jaeger, tmp_path):
     assert len(trace_ids) == 1 and len(recorded) >= 4
     overlay = tmp_path / "spool-overlay.yaml"
     overlay.write_text('receivers:\n  otlp_json_file/traces:\n    include: ["${env:HERMES_OTEL_DIR}/spool/traces/*.jsonl"]\n')
-    collector = Collector("replay-files.yaml", str(overlay), env={"HERMES_OTEL_DIR": str(home / "otel"),
-                                                                  "OTLP_TARGET": jaeger.otlp_grpc})
-    try:
-        collector.start()
-        (trace_id,) = trace_ids
-        spans = wait_until(lambda: len(jaeger.trace_ids(service)) == 1 and whole_trace(jaeger, trace_id), 60,
-                           "the spooled trace in Jaeger", collector.proc, collector.log)
-    finally:
-        collector.stop()
+    (trace_id,) = trace_ids
+    spans = _replayed(jaeger, service, home, trace_id, str(overlay))
     assert {s.span_id: s for s in spans} == recorded
 
 
