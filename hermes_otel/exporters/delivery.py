@@ -79,11 +79,11 @@ def cancel_exit() -> None:
 
 
 class _Sending:
-    __slots__ = ("batch", "abandoned")
+    __slots__ = ("batch", "taken")
 
     def __init__(self, batch: Any) -> None:
         self.batch = batch
-        self.abandoned = False  # shutdown stopped waiting and spooled it
+        self.taken = False  # being spooled (or counted): by the sender after a failure, or by shutdown, never both
 
 
 class Outbox:
@@ -134,14 +134,11 @@ class Outbox:
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait until every queued batch was sent or spooled (at most `timeout_s`)."""
-        deadline = time.monotonic() + max(timeout_s, 0)
         with self._cond:
-            while self._pending or self._inflight is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-        return True
+            return self._cond.wait_for(self._idle, max(timeout_s, 0))
+
+    def _idle(self) -> bool:
+        return not self._pending and self._inflight is None
 
     def flush(self, timeout_s: float) -> bool:
         """A flush hands over; the outbox delivers on its own. So it waits briefly, like shutdown, never the whole
@@ -167,21 +164,19 @@ class Outbox:
     def finish(self) -> None:
         """After :meth:`close`: wait until everything was sent or the deadline, spool (or count) the rest."""
         with self._cond:
-            while self._pending or self._inflight is not None:
-                remaining = self._deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(remaining)
-            leftovers = []
-            if self._inflight is not None:
-                self._inflight.abandoned = True
-                leftovers.append(self._inflight.batch)
-                self._inflight = None
-            leftovers.extend(batch for batch, _ in self._pending)
+            self._cond.wait_for(self._idle, max(self._deadline - time.monotonic(), 0))
+            leftovers = [batch for batch, _ in self._pending]
             self._pending.clear()
             self._waiting = 0
+            sending = self._inflight
+            if sending is not None and not sending.taken:
+                sending.taken = True
+                leftovers.insert(0, sending.batch)
+                self._inflight = None
         for batch in leftovers:
             self._undelivered(batch)
+        with self._cond:  # a batch the sender is spooling right now: a local write, let it finish before exit
+            self._cond.wait_for(lambda: self._inflight is None, SPOOL_WAIT_S)
         try:
             self._close_inner()  # the SDK exporter stops its retries (its backoff sleep ends at once)
         except Exception:  # noqa: BLE001 - closing is best-effort
@@ -209,6 +204,11 @@ class Outbox:
             except Exception:  # noqa: BLE001 - the guarded exporter reports; the batch is not lost for it
                 delivered = False
             with self._cond:
+                keep = not delivered and not sending.taken
+                sending.taken = True
+            if keep:  # still in flight while it is written: shutdown waits for the write, exit cannot cut it
+                self._undelivered(sending.batch)
+            with self._cond:
                 if self._inflight is sending:
                     self._inflight = None
                 self._cond.notify_all()
@@ -216,8 +216,6 @@ class Outbox:
                 from .resend import resender
 
                 resender.wake(self.key)  # the endpoint answers: what waits in the spool can go now
-            elif not sending.abandoned:
-                self._undelivered(sending.batch)
 
     def _undelivered(self, batch: Any) -> None:
         """Spool a batch, or count it as dropped when there is no spool or it cannot be written."""

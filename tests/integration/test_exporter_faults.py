@@ -136,11 +136,14 @@ def test_exporter_fault(fault, llm, receiver, monkeypatch, caplog, baseline_turn
             points = _latest_points(receiver, "hermes.otel.spool.spooled")
             assert points["traces"] >= spooled_before + len(spooled)
         elif undelivered:  # spool off: dropped, counted, reported
+            # A full queue drops (and counts) at once; the export in flight fails only at its timeout.
+            failing = frozenset({traces_url})
             deadline = time.monotonic() + 20
-            while health.dropped_at[traces_url] == 0 and time.monotonic() < deadline:
+            while not (health.dropped_at[traces_url] and health.any_failing(failing)) and time.monotonic() < deadline:
                 time.sleep(0.05)
             dropped = health.dropped_at[traces_url]
             assert dropped >= 1, f"{fault}: failed spans were not counted"
+            assert health.any_failing(failing), f"{fault}: the failed export was not reported"
             assert _spooled_for(traces_url) == []
             runtime.current_telemetry().meter_provider.force_flush(5000)
             points = _latest_points(receiver, "hermes.otel.exporter.dropped")

@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -250,6 +251,35 @@ def test_shutdown_spools_what_a_hanging_collector_never_acknowledged(tmp_path: P
     assert got == [2, 3, 4] and health.dropped_at[url] == 0
 
 
+class SlowDisk(Spool):
+    """A spool on a slow disk: each write takes 50 ms."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.writing = threading.Event()
+
+    def put(self, *args, **kwargs) -> int:
+        self.writing.set()
+        time.sleep(0.05)
+        return super().put(*args, **kwargs)
+
+
+def test_shutdown_waits_for_the_batch_the_sender_is_spooling(tmp_path: Path) -> None:
+    """Process exit follows shutdown: a failed batch the sender is writing to the spool at that moment must be
+    written whole first, not cut off (a lost batch and a stray temporary file)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    spool = SlowDisk(tmp_path / "spool", 1 << 20, 86400)
+    url = f"{refused_endpoint()}/v1/traces"
+    guarded = GuardedSpanExporter(OTLPSpanExporter(endpoint=url, timeout=0.2), url, count_drops=False)
+    exporter = delivery.outbox_exporter("traces", guarded, url, endpoint_key("http/protobuf", url), spool, 1.5)
+    exporter.export(spans(3))
+    assert spool.writing.wait(10)  # the export failed; the sender is writing the batch
+    exporter.shutdown()
+    assert [e.path.name.startswith(".") for e in spool.entries("traces")] == [False]
+    assert health.dropped_at[url] == 0
+
+
 def test_without_the_spool_what_cannot_be_delivered_is_dropped_and_counted(tmp_path: Path) -> None:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -359,7 +389,8 @@ def test_a_write_limit_on_the_spool_costs_counted_drops_and_one_message(tmp_path
     assert dropped["traces"] == 30  # every span, counted
     assert done.stderr.count("hermes-otel: cannot write to the spool") == 1, done.stderr
     assert "File too large" in done.stderr
-    assert all(p.is_dir() for p in (tmp_path / "otel" / "spool").rglob("*"))  # no file, not even a temporary one
+    left = [p for p in (tmp_path / "otel" / "spool").rglob("*") if not p.is_dir()]
+    assert left == [], [(p.name, p.stat().st_size) for p in left]  # no file, not even a temporary one
 
 
 def test_every_exporter_keeps_its_own_budget_the_files_never_wait_behind_an_endpoint(tmp_path: Path) -> None:
