@@ -143,8 +143,8 @@ def install_log_filter() -> None:
     """Idempotent: logging keeps one instance of a filter per logger."""
     for name in EXPORTER_LOGGERS:
         logger = logging.getLogger(name)
-        if _filter not in logger.filters:
-            logger.addFilter(_filter)
+        if _filter not in logger.filters:  # first: the SDK's DuplicateFilter must not hide a failure's reason
+            logger.filters.insert(0, _filter)
     queue_logger = logging.getLogger(QUEUE_LOGGER)
     if _queue_filter not in queue_logger.filters:
         # One counter (a second copy of this package, loaded as a directory plugin, replaces the first's),
