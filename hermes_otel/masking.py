@@ -24,8 +24,9 @@ MASK = "****"
 
 # -- printable ---------------------------------------------------------------------------------------------------
 
+# Controls, bidirectional overrides, line separators, and lone surrogates (a UTF-8 log stream cannot take one).
 _UNSAFE = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028,
-           0x2029, 0xFEFF]
+           0x2029, 0xFEFF, *range(0xD800, 0xE000)]
 
 
 def _escape(code: int) -> str:
@@ -37,7 +38,8 @@ _TABLE_LINES = {code: text for code, text in _TABLE.items() if code not in (0x09
 
 
 def printable(text: str, *, lines: bool = False) -> str:
-    """`text` with control characters shown escaped (`\\x1b`); with `lines`, newlines and tabs are kept."""
+    """`text` with control characters and lone surrogates shown escaped (`\\x1b`, `\\ud800`); with `lines`,
+    newlines and tabs are kept."""
     return text.translate(_TABLE_LINES if lines else _TABLE)
 
 

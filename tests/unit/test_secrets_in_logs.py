@@ -168,6 +168,23 @@ def test_whatever_a_library_logs_on_our_behalf_is_masked(caplog):
     assert mask_text("x http://bob:pa55word@h/ y") == "x http://bob:<redacted>@h/ y"
 
 
+def test_a_lone_surrogate_in_a_library_message_reaches_a_utf8_log_escaped():
+    """A hostile attribute key makes the SDK's encoder log it ("Failed to encode key \\ud800key"); a strict UTF-8
+    log stream must still take the line (no "--- Logging error ---"), the surrogate shown escaped."""
+    import io
+
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+    handler = logging.StreamHandler(stream)
+    encoder = logging.getLogger("opentelemetry.exporter.otlp.proto.common._internal")
+    encoder.addHandler(handler)
+    handler.handleError = lambda record: pytest.fail("the log line could not be written")  # type: ignore[method-assign]
+    try:
+        encoder.error("Failed to encode key %s: %s", "\ud800key", "surrogates not allowed")
+    finally:
+        encoder.removeHandler(handler)
+    assert stream.buffer.getvalue().decode("utf-8") == "Failed to encode key \\ud800key: surrogates not allowed\n"
+
+
 @pytest.mark.parametrize("value", ["Bearer abc\r\nX-Injected: 1", "tab\tok-but-\x7f", "\x00"])
 def test_otel_headers_with_control_characters_are_refused_by_key(value):
     import urllib.parse
