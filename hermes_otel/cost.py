@@ -20,6 +20,7 @@ subagent and session-end telemetry is built, after every attempt before them was
 from __future__ import annotations
 
 import dis
+import functools
 import threading
 import types
 from collections import OrderedDict
@@ -191,6 +192,9 @@ class HermesPricing:
                         "fetch_model_metadata": self._openrouter_cached,
                         "fetch_endpoint_model_metadata": self._endpoint_cached,
                     })
+                    # A pure function of (model, provider, base_url) and Hermes's constants, called twice per
+                    # price; its URL parsing was most of what pricing cost (`make bench`).
+                    scope["resolve_billing_route"] = functools.lru_cache(maxsize=256)(scope["resolve_billing_route"])
                     self._metadata = model_metadata
                     self._estimate = scope["estimate_usage_cost"]
                     self._normalize = usage_pricing.normalize_usage
