@@ -45,6 +45,7 @@ from hermes_cli.plugins import get_plugin_manager  # noqa: E402
 from opentelemetry.sdk._logs import LogRecordProcessor  # noqa: E402
 from opentelemetry.sdk.trace import SpanProcessor  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
+from quiet import settle  # noqa: E402
 from receiver import ReceiverProcess  # noqa: E402
 
 from hermes_otel import runtime  # noqa: E402
@@ -118,13 +119,14 @@ def _timed(fn: Callable[[int], Any], calls: int, pace_s: float = 0.0) -> list[fl
 
 class Round:
     """One round's clocks: wall time per call, the agent thread's CPU, and the whole process's CPU
-    (records and exporter threads included, up to the end of a flush)."""
+    (records, exporter and send threads included, until they are done with what the round made)."""
 
     def __init__(self, plugin: Plugin, fn: Callable[[int], Any], calls: int, pace_s: float = 0.0) -> None:
         cpu, thread = time.process_time(), time.thread_time()
         self.wall = _timed(fn, calls, pace_s)
         self.thread = (time.thread_time() - thread) / calls
         plugin.flush()
+        settle()  # OTLP exports go on after a flush, on our send threads
         self.process = (time.process_time() - cpu) / calls
 
 
