@@ -48,7 +48,9 @@ def test_cli_run_exports_over_otlp_http(home):
         assert tree(spans) == EXPECTED_TREE
         assert {s.resource["service.name"] for s in spans} == {"hermes-agent"}
         assert "/v1/traces" in receiver.paths
-    assert not (home_dir / "otel").exists()  # an endpoint replaces the embedded default
+    # An endpoint replaces the embedded default files. (A batch still unacknowledged 100 ms into the exit, such as
+    # the final metrics collection on a loaded machine, may be in otel/spool: that is the spool doing its job.)
+    assert sorted((home_dir / "otel").glob("*.jsonl*")) == []
 
 
 def test_cli_run_with_nothing_configured_writes_files_and_view_shows_it(home):

@@ -65,8 +65,9 @@ def telemetry(traced, receiver, turns: int):
     logs = receiver.wait_for_logs(
         lambda r: sum(x.event_name == "hermes.observer.on_session_end" for x in r) >= turns, timeout=15)
     ends = [r for r in logs if r.event_name == "hermes.observer.on_session_end"]
+    # Metrics are collected only at the flush (one request: all of them), sent on their own thread.
     # Cumulative metrics are re-sent on every collection: the last one is current.
-    metrics = [m for m in receiver.metrics() if m.name == "hermes.usage.cost"][-1:]
+    metrics = [m for m in receiver.wait_for_metrics(timeout=15) if m.name == "hermes.usage.cost"][-1:]
     return spans, ends, metrics
 
 

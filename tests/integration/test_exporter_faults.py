@@ -42,7 +42,7 @@ FAULTS = {
 LATENCY_MARGIN_S = 1.0  # a blocked agent thread would cost a whole export timeout (>= 1 s); jitter does not
 EXIT_BUDGET_S = 2.0  # without the spool: the flush budget (1.5 s) and interpreter teardown
 SPOOL_EXIT_S = 0.1  # with the spool: the wait for in-flight exports
-EXIT_MARGIN_S = 0.5  # scheduling slack on a loaded 2-core machine
+EXIT_MARGIN_S = 0.9  # scheduling slack on a loaded 2-core machine, and one fsync per spooled batch
 MEASURED: dict[str, dict[str, float]] = {}
 
 
@@ -181,10 +181,11 @@ def test_exporter_fault(fault, llm, receiver, monkeypatch, caplog, baseline_turn
         exit_s = time.monotonic() - started
         bound = (SPOOL_EXIT_S if spool_on else EXIT_BUDGET_S) + EXIT_MARGIN_S
         assert exit_s <= bound, f"{fault}: shutdown took {exit_s:.2f}s"
+        records = list(caplog.records)  # before the server closes: what a closing server causes is not the fault's
 
     collector = endpoint.split("/v1/")[0]
     ours = [
-        r.getMessage() for r in caplog.records
+        r.getMessage() for r in records
         if r.levelno >= logging.WARNING and r.name.startswith(("hermes_otel", "opentelemetry"))
         and (collector in r.getMessage() or not r.getMessage().startswith("hermes-otel: cannot export to"))
     ]

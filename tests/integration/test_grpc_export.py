@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from hermes_otel.testing.fake_llm import Reply, ToolCall
@@ -29,4 +31,7 @@ def test_grpc_export(llm, monkeypatch):
         assert runtime.flush(5)
         spans = receiver.wait_for_spans(lambda s: any(x.name == "invoke_agent hermes" for x in s))
         assert tree(spans) == [["invoke_agent hermes", ["chat fake-model", "execute_tool terminal", "chat fake-model"]]]
+        deadline = time.monotonic() + 10  # metrics and logs are handed to their own send threads at the flush
+        while not (receiver.log_requests and receiver.metric_requests) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert receiver.log_requests >= 1 and receiver.metric_requests >= 1

@@ -31,7 +31,7 @@ FILES_TOO = '[[components]]\nkind = "hermes_otel"\n[components.config]\nfile = {
 # hermes-otel's exit work, timed inside the run (tests/harness/exit_timing): the issue's 150 ms, and slack for a
 # loaded 2-core machine (the benchmark measures it). The process's own way out varies by a second or more between
 # runs of the same set-up (Hermes's teardown), so it is printed, not asserted.
-EXIT_BOUND_S = 0.15 + 0.35
+EXIT_BOUND_S = 0.15 + 0.75  # + one fsync per spooled batch on a slow disk; waiting for the collector costs >= 1.5 s
 EXIT_TIMING = Path(__file__).resolve().parents[1] / "harness" / "exit_timing"
 
 
@@ -128,13 +128,13 @@ def spool_files(home: Path) -> list[Path]:
     return sorted(p for p in (home / "otel" / "spool").rglob("*.jsonl"))
 
 
+def spooled_spans(home: Path) -> list[dict]:
+    return [s for path in (home / "otel" / "spool" / "traces").glob("*.jsonl") for line in path.read_text().splitlines()
+            for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+
 def spooled_span_ids(home: Path) -> Counter:
-    ids: Counter = Counter()
-    for path in (home / "otel" / "spool" / "traces").glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            for rs in json.loads(line)["resourceSpans"]:
-                ids.update(s["spanId"] for ss in rs["scopeSpans"] for s in ss["spans"])
-    return ids
+    return Counter(s["spanId"] for s in spooled_spans(home))
 
 
 class Recorded:
@@ -245,12 +245,12 @@ def test_everything_spooled_before_a_kill_9_is_delivered_later(llm, tmp_path):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the tool ran, its spans and records failed and were spooled,
             names = {p.parent.name for p in spool_files(home)}  # and the model is thinking (for a minute)
-            if {"traces", "logs"} <= names and spooled_span_ids(home) and len(llm.chat_requests) == asked + 2:
+            tool_spooled = "execute_tool terminal" in {s["name"] for s in spooled_spans(home)}
+            if {"traces", "logs"} <= names and tool_spooled and len(llm.chat_requests) == asked + 2:
                 break
             time.sleep(0.1)
         else:
             pytest.fail("nothing was spooled before the kill")
-        time.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)

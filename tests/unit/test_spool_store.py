@@ -264,11 +264,12 @@ class SlowDisk(Spool):
         return super().put(*args, **kwargs)
 
 
-def test_shutdown_waits_for_the_batch_the_sender_is_spooling(tmp_path: Path) -> None:
+def test_shutdown_waits_for_the_batch_the_sender_is_spooling(tmp_path: Path, monkeypatch) -> None:
     """Process exit follows shutdown: a failed batch the sender is writing to the spool at that moment must be
     written whole first, not cut off (a lost batch and a stray temporary file)."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+    monkeypatch.setattr(delivery, "SPOOL_WAIT_S", 5.0)  # how long is not the point here (a slow CI disk)
     spool = SlowDisk(tmp_path / "spool", 1 << 20, 86400)
     url = f"{refused_endpoint()}/v1/traces"
     guarded = GuardedSpanExporter(OTLPSpanExporter(endpoint=url, timeout=0.2), url, count_drops=False)
