@@ -46,7 +46,7 @@ def test_turning_telemetry_off_mid_turn_ends_and_exports_the_turn(how, traced, l
 
     asked = len(llm.chat_requests)
     llm.push(Reply.tools(ToolCall("terminal", {"command": "echo off"}, id="call_off")),
-             Reply(content="late", delay_s=2.0))
+             Reply(content="late", delay_s=5.0))  # outlasts the reload below, even on a loaded machine
     answers: list[dict] = []
     turn = threading.Thread(target=lambda: answers.append(run_agent(llm.base_url, "run echo off")))
     turn.start()
