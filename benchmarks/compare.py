@@ -31,16 +31,18 @@ def side(tree: str) -> None:
     """In a subprocess: the per-call rows of the tree at `tree`, as JSON on stdout."""
     sys.path[:0] = [tree, str(Path(tree) / "benchmarks")]
     import run  # noqa: PLC0415 - the tree's own benchmark, imported from the tree under test
-    from quiet import settle  # noqa: PLC0415 - ours: older trees' rounds stopped the clock at the end of a flush
 
-    class Settled(run.Round):  # both sides clocked to quiet, as run.Round is now
-        def __init__(self, plugin, fn, calls: int, pace_s: float = 0.0) -> None:
-            cpu = time.process_time()
-            super().__init__(plugin, fn, calls, pace_s)
-            settle()
-            self.process = (time.process_time() - cpu) / calls
+    if not hasattr(run, "settle"):  # an older tree: its rounds stopped the clock at the end of a flush
+        from quiet import settle  # noqa: PLC0415 - ours, so that both sides are clocked to quiet
 
-    run.Round = Settled
+        class Settled(run.Round):
+            def __init__(self, plugin, fn, calls: int, pace_s: float = 0.0) -> None:
+                cpu = time.process_time()
+                super().__init__(plugin, fn, calls, pace_s)
+                settle()
+                self.process = (time.process_time() - cpu) / calls
+
+        run.Round = Settled
     rows = []
     with run.ReceiverProcess() as receiver:
         for label, env in (("embedded files", run._env()), ("OTLP loopback", run._env(receiver.endpoint))):
