@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
+from types import NoneType
 from typing import Any
 
 from opentelemetry import trace
@@ -72,14 +73,42 @@ def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         SCHEMA_ATTR: schema[:_MAX_STRING] if isinstance(schema, str) else "unknown",
     }
     for key, value in payload.items():
-        if isinstance(value, str):
+        kind = type(value)  # exact types first: an ABC-free check per value (subclasses take the slow path)
+        if kind is str:
             if value and (name := _STRING_ATTRS.get(key)) is not None:
                 attrs[name] = value[:_MAX_STRING]
-        elif isinstance(value, bool) or (isinstance(value, int) and -(2**63) <= value < 2**63):
-            attrs[f"hermes.{key}"] = value
-        elif isinstance(value, float) and math.isfinite(value):
-            attrs[f"hermes.{key}"] = value
+        elif kind is int:
+            if -(2**63) <= value < 2**63:
+                attrs[_name(key)] = value
+        elif kind is bool or (kind is float and math.isfinite(value)):
+            attrs[_name(key)] = value
+        elif kind is not float and kind is not NoneType:
+            _add_scalar(attrs, key, value)
     return attrs
+
+
+def _add_scalar(attrs: dict[str, Any], key: str, value: Any) -> None:
+    """A value of a subclass of str, int or float (an enum, a numpy scalar ...), as its plain value."""
+    if isinstance(value, str):
+        if value and (name := _STRING_ATTRS.get(key)) is not None:
+            attrs[name] = str.__str__(value)[:_MAX_STRING]
+    elif isinstance(value, bool) or (isinstance(value, int) and -(2**63) <= value < 2**63):
+        attrs[_name(key)] = value
+    elif isinstance(value, float) and math.isfinite(value):
+        attrs[_name(key)] = value
+
+
+_NAMES: dict[str, str] = {}
+
+
+def _name(key: str) -> str:
+    """`hermes.<key>`, made once per key (a bounded cache: payload keys are Hermes's own names)."""
+    name = _NAMES.get(key)
+    if name is None:
+        name = f"hermes.{key}"
+        if len(_NAMES) < 4096:
+            _NAMES[key] = name
+    return name
 
 
 class ObserverBridge:

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import trace
 
@@ -67,8 +67,7 @@ REASONS = {
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
 
-@dataclass(frozen=True)
-class Price:
+class Price(NamedTuple):
     """One attempt's cost as Hermes estimates it; `amount` is None when unknown."""
 
     amount: Decimal | None
@@ -86,6 +85,9 @@ class Price:
         if self.reason:
             attrs[USAGE_COST_REASON] = self.reason
         return attrs
+
+
+_UNKNOWN = {reason: Price(None, "unknown", reason=reason) for reason in (NOT_CACHED, NO_USAGE, UNAVAILABLE)}
 
 
 class _NotCached(Exception):
@@ -207,11 +209,10 @@ class HermesPricing:
     # The two fetchers, as Hermes's pricing sees them: only what Hermes holds already.
 
     def _endpoint_cached(self, base_url: str, api_key: str = "", force_refresh: bool = False) -> dict:
-        metadata = self._metadata
-        normalized = metadata._normalize_base_url(base_url)
-        if not normalized or metadata._is_openrouter_base_url(normalized):
+        normalized = _endpoint_key(self._metadata, base_url)
+        if not normalized:
             return {}  # Hermes fetches nothing for these either
-        cached = metadata._endpoint_model_metadata_cache.get(normalized)
+        cached = self._metadata._endpoint_model_metadata_cache.get(normalized)
         if cached is None:
             raise _NotCached(normalized)
         return cached
@@ -249,22 +250,30 @@ class HermesPricing:
               api_mode: Any = None) -> Price:
         """The cost of one response's `usage`, as Hermes would estimate it, from cached prices only."""
         if usage is None:
-            return Price(None, "unknown", reason=NO_USAGE)
+            return _UNKNOWN[NO_USAGE]
         if not self._load():
-            return Price(None, "unknown", reason=UNAVAILABLE)
+            return _UNKNOWN[UNAVAILABLE]
         provider, base_url, api_mode = _scalar(provider), _scalar(base_url), _scalar(api_mode)
         try:
             canonical = self.canonical_usage(usage, provider, api_mode)
             result = self._estimate(_scalar(model) or "", canonical, provider=provider, base_url=base_url, api_key="")
         except _NotCached:
-            return Price(None, "unknown", reason=NOT_CACHED)
+            return _UNKNOWN[NOT_CACHED]
         except Exception as exc:  # noqa: BLE001 - Hermes's pricing failed on this input: unknown, said once
             report(self.price, exc)
-            return Price(None, "unknown", reason=UNAVAILABLE)
+            return _UNKNOWN[UNAVAILABLE]
         status = str(result.status)
         amount = result.amount_usd if isinstance(result.amount_usd, Decimal) else None
         return Price(amount, status, str(result.source), result.pricing_version,
                      NO_PRICE if amount is None else None)
+
+
+@functools.lru_cache(maxsize=64)
+def _endpoint_key(metadata: types.ModuleType, base_url: str) -> str:
+    """Where Hermes caches an endpoint's metadata ("" for none: OpenRouter's and empty URLs); a pure
+    function of the URL, whose parsing was most of what pricing a custom endpoint cost."""
+    normalized = metadata._normalize_base_url(base_url)
+    return "" if not normalized or metadata._is_openrouter_base_url(normalized) else normalized
 
 
 _shared_pricing = HermesPricing()

@@ -9,6 +9,7 @@ generated from the constants below.
 from __future__ import annotations
 
 import functools
+import math
 import urllib.parse
 from collections.abc import Mapping
 from types import SimpleNamespace
@@ -191,8 +192,11 @@ _MISSING = object()
 
 def _get(obj: Any, name: str) -> Any:
     """Attribute or key access that works on SDK objects, namespaces and dicts."""
-    if type(obj) is dict:  # the common cases first, without the cost of an ABC check
+    kind = type(obj)
+    if kind is dict:  # the common cases first, without the cost of an ABC check
         return obj.get(name)
+    if kind is SimpleNamespace:  # what Hermes's streaming path returns
+        return getattr(obj, name, None)
     value = getattr(obj, name, _MISSING)
     if value is not _MISSING:
         return value
@@ -200,9 +204,19 @@ def _get(obj: Any, name: str) -> Any:
 
 
 def _num(value: Any, kind: type) -> Any:
+    """`value` as `kind` (int or float) if it is a finite real number (not a bool), else None."""
+    if type(value) is int and kind is int:  # the common cases first, without an ABC or subclass check
+        return value
+    if type(value) is float:
+        return (value if kind is float else int(value)) if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return kind(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # int(inf) raises; a non-finite setting or count is no number to report
+    try:
+        return kind(value)
+    except Exception:  # noqa: BLE001 - a hostile subclass
+        return None
 
 
 def chat_request_attributes(request: Any, context: Mapping[str, Any]) -> dict[str, Any]:
@@ -313,41 +327,43 @@ def _finish_reasons(response: Any) -> tuple[str, ...]:
     return ()
 
 
+# gen_ai.usage.* -> the usage fields that carry it, first found wins (OpenAI, Anthropic, Responses shapes):
+# on the usage itself, then in its prompt/input and completion/output details.
+_USAGE_FIELDS = (
+    (USAGE_INPUT, ("input_tokens", "prompt_tokens")),
+    (USAGE_OUTPUT, ("output_tokens", "completion_tokens")),
+    (USAGE_CACHE_READ, ("cache_read_input_tokens",)),
+    (USAGE_CACHE_WRITE, ("cache_creation_input_tokens",)),
+)
+_INPUT_DETAIL_FIELDS = ((USAGE_CACHE_READ, ("cached_tokens",)),
+                        (USAGE_CACHE_WRITE, ("cache_write_tokens", "cache_creation_tokens")))
+_OUTPUT_DETAIL_FIELDS = ((USAGE_REASONING, ("reasoning_tokens",)),)
+
+
 def usage_attributes(usage: Any) -> dict[str, int]:
     """Token usage from OpenAI (prompt/completion), Anthropic and Responses shapes."""
-    if usage is None:
-        return {}
     attrs: dict[str, int] = {}
-
-    def first(*names: str, within: Any = usage) -> int | None:
-        for name in names:
-            value = _num(_get(within, name), int) if within is not None else None
-            if value is not None:
-                return value
-        return None
-
-    pairs = (
-        (USAGE_INPUT, first("input_tokens", "prompt_tokens")),
-        (USAGE_OUTPUT, first("output_tokens", "completion_tokens")),
-    )
-    prompt_details = _get(usage, "prompt_tokens_details") or _get(usage, "input_tokens_details")
-    output_details = _get(usage, "completion_tokens_details") or _get(usage, "output_tokens_details")
-    cache_read = first("cache_read_input_tokens")
-    if cache_read is None and prompt_details is not None:
-        cache_read = first("cached_tokens", within=prompt_details)
-    cache_write = first("cache_creation_input_tokens")
-    if cache_write is None and prompt_details is not None:
-        cache_write = first("cache_write_tokens", "cache_creation_tokens", within=prompt_details)
-    reasoning = first("reasoning_tokens", within=output_details) if output_details is not None else None
-    for name, value in (
-        *pairs,
-        (USAGE_CACHE_READ, cache_read),
-        (USAGE_CACHE_WRITE, cache_write),
-        (USAGE_REASONING, reasoning),
-    ):
-        if value is not None:
-            attrs[name] = value
+    if usage is None:
+        return attrs
+    _first_counts(usage, _USAGE_FIELDS, attrs)
+    if USAGE_CACHE_READ not in attrs or USAGE_CACHE_WRITE not in attrs:
+        details = _get(usage, "prompt_tokens_details") or _get(usage, "input_tokens_details")
+        if details is not None:
+            _first_counts(details, _INPUT_DETAIL_FIELDS, attrs)
+    details = _get(usage, "completion_tokens_details") or _get(usage, "output_tokens_details")
+    if details is not None:
+        _first_counts(details, _OUTPUT_DETAIL_FIELDS, attrs)
     return attrs
+
+
+def _first_counts(source: Any, fields: tuple[tuple[str, tuple[str, ...]], ...], attrs: dict[str, int]) -> None:
+    for name, keys in fields:
+        if name not in attrs:
+            for key in keys:
+                value = _num(_get(source, key), int)
+                if value is not None:
+                    attrs[name] = value
+                    break
 
 
 def tool_attributes(tool_name: Any, context: Mapping[str, Any]) -> dict[str, Any]:

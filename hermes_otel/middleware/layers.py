@@ -141,11 +141,18 @@ def classify(state: _LayerState, exc: BaseException | None) -> str:
 
 
 class LayerTracer:
-    """Span-per-layer wrappers bound to one tracer and meter."""
+    """Span-per-layer wrappers bound to one tracer and meter.
 
-    def __init__(self, tracer: trace.Tracer, meter=None) -> None:
+    Spans start on the calling thread; a span's end (stamped there) and its metric go to `submit`
+    (the records thread) when the call went well, and are made at once when it raised."""
+
+    def __init__(self, tracer: trace.Tracer, meter=None, submit: Callable[..., None] | None = None) -> None:
         self._tracer = tracer
         self._metrics = Instruments.create(meter) if meter is not None else None
+        self._submit = submit if submit is not None else _now
+        # (kind, index, callback, plugin) -> its traced stand-in: Hermes hands over the same callbacks on
+        # every call, and a stand-in keeps no per-call state.
+        self._wrappers: dict[tuple[str, int, Any, str], Callable[..., Any]] = {}
 
     # -- execution layers ------------------------------------------------------
 
@@ -158,14 +165,24 @@ class LayerTracer:
         plugin_of: Callable[[Any], str] = attribution.plugin_of,
     ) -> tuple[list[Callable[..., Any]], Callable[[Any], Any]]:
         """Traced stand-ins for a chain's callbacks and its terminal call."""
-        payload_key = contract.PAYLOAD_KEY[kind]
-        layers = [
-            self._layer(kind, index, callback, plugin_of(callback), payload_key)
-            for index, callback in enumerate(callbacks)
-        ]
+        layers = [self._cached_layer(kind, index, callback, plugin_of(callback))
+                  for index, callback in enumerate(callbacks)]
         return layers, self._terminal(kind, len(callbacks), terminal_call, context)
 
-    def _layer(self, kind: str, index: int, callback: Callable[..., Any], plugin: str, payload_key: str):
+    def _cached_layer(self, kind: str, index: int, callback: Callable[..., Any], plugin: str) -> Callable[..., Any]:
+        key = (kind, index, callback, plugin)
+        try:
+            layer = self._wrappers.get(key)
+        except TypeError:  # an unhashable callable: a stand-in for this call only
+            return self._layer(kind, index, callback, plugin)
+        if layer is None:
+            if len(self._wrappers) >= _MAX_WRAPPERS:
+                self._wrappers.clear()
+            layer = self._wrappers[key] = self._layer(kind, index, callback, plugin)
+        return layer
+
+    def _layer(self, kind: str, index: int, callback: Callable[..., Any], plugin: str):
+        payload_key = contract.PAYLOAD_KEY[kind]
         name = contract.callback_name(callback)
         attrs = {KIND: kind, PLUGIN: plugin, CALLBACK: name, INDEX: index}
 
@@ -209,10 +226,11 @@ class LayerTracer:
                 result = terminal_call(payload)
             except BaseException as exc:
                 safely(_record_error, span, exc)
+                safely(span.end)  # a fault of ours must not turn the finished real call into an error
                 raise
             finally:
                 otel_context.detach(token)
-                safely(span.end)  # a fault of ours must not turn the finished real call into an error
+            safely(self._submit, span.end, time.time_ns())
             return result
 
         return terminal
@@ -224,19 +242,26 @@ class LayerTracer:
         self, span: Span, kind: str, plugin: str, state: _LayerState, exc: BaseException | None, started: float
     ) -> None:
         outcome = classify(state, exc)
-        span.set_attribute(OUTCOME, outcome)
         changed = state.payload is not None and state.payload is not state.incoming
-        span.set_attribute(PAYLOAD_CHANGED, changed)
-        if changed:
-            span.set_attribute(CHANGED_KEYS, contract.changed_keys(state.incoming, state.payload))
-        if exc is not None:
+        attrs: dict[str, Any] = {OUTCOME: outcome, PAYLOAD_CHANGED: changed}
+        if changed:  # read now: the payloads may change once the layer returned
+            attrs[CHANGED_KEYS] = contract.changed_keys(state.incoming, state.payload)
+        labels = {KIND: kind, PLUGIN: plugin, OUTCOME: outcome}
+        duration = time.perf_counter() - started
+        if exc is None:
+            self._submit(self._close_layer, span, attrs, time.time_ns(), duration, labels, otel_context.get_current())
+        else:
             _record_error(span, unwrap(exc))
-        span.end()
+            self._close_layer(span, attrs, None, duration, labels, None)
+
+    def _close_layer(self, span: Span, attrs: dict[str, Any], end_ns: int | None, duration: float,
+                     labels: dict[str, Any], context: Any) -> None:
+        span.set_attributes(attrs)
+        span.end(end_time=end_ns)
         if self._metrics is not None:
-            labels = {KIND: kind, PLUGIN: plugin, OUTCOME: outcome}
-            self._metrics.duration.record(time.perf_counter() - started, labels)
-            if outcome == contract.FAIL_OPEN:
-                self._metrics.failures.add(1, {KIND: kind, PLUGIN: plugin})
+            self._metrics.duration.record(duration, labels, context)
+            if labels[OUTCOME] == contract.FAIL_OPEN:
+                self._metrics.failures.add(1, {KIND: labels[KIND], PLUGIN: labels[PLUGIN]}, context)
 
     # -- request middleware ------------------------------------------------------
 
@@ -247,6 +272,13 @@ class LayerTracer:
     def count_failure(self, kind: str, plugin: str) -> None:
         if self._metrics is not None:
             self._metrics.failures.add(1, {KIND: kind, PLUGIN: plugin})
+
+
+_MAX_WRAPPERS = 256
+
+
+def _now(fn: Callable[..., Any], *args: Any) -> None:
+    fn(*args)
 
 
 def _watch(downstream: Callable[..., Any], state: _LayerState) -> Callable[..., Any]:

@@ -39,6 +39,8 @@ class BoundedMap(Generic[K, V]):
         self._evict(evicted)
 
     def pop(self, key: K) -> V | None:
+        if key not in self._items:  # the common case, a single read: no lock
+            return None
         with self._lock:
             return self._items.pop(key, None)
 

@@ -84,13 +84,13 @@ class Chats:
 
     def finish(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
         span, duration = call.span, time.monotonic() - call.started
-        context = trace.set_span_in_context(span)  # exemplars point at the attempt
         if error is not None:
             call.end_ns = time.time_ns()
             sc.record_error(span, error)
             labels = {**call.metric_attrs, sc.ERROR_TYPE: type(error).__name__}
-            if self._metrics is not None:
-                self._metrics.operation_duration.record(duration, labels, context)
+            if self._metrics is not None:  # measured now, recorded off the agent's thread; exemplar: the attempt
+                self._emitter.submit(self._metrics.operation_duration.record, duration, labels,
+                                     trace.set_span_in_context(span))
             if call.turn is not None:
                 call.turn.failure = (type(error).__name__, call.end_ns)
             if call.key:  # api_request_error (status code, retryable, reason) follows: end the span then

@@ -1,30 +1,16 @@
 """The GenAI histograms the tracked entities record (semantic-convention names and buckets).
 
-A measurement is handed to `submit` (the records thread, see :mod:`hermes_otel.emitter`), which records
-it through the SDK with the same value, attributes and context (so exemplars point at the call's span).
+They are recorded where a call's end is made: on the records thread (see :mod:`hermes_otel.emitter`),
+with the call's span in the context (so exemplars point at it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from opentelemetry.metrics import Histogram, Meter
+from opentelemetry.metrics import Meter
 
 from ..semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
-
-
-class Recorder:
-    """A histogram's `record`, handed over to `submit`."""
-
-    __slots__ = ("_record", "_submit")
-
-    def __init__(self, histogram: Histogram, submit: Callable[..., None]) -> None:
-        self._record, self._submit = histogram.record, submit
-
-    def record(self, amount: float, attributes: Any = None, context: Any = None) -> None:
-        self._submit(self._record, amount, attributes, context)
-
 
 # attribute -> (semantic-convention name, unit, description, bucket boundaries)
 _HISTOGRAMS: dict[str, tuple[str, str, str, Any]] = {
@@ -36,15 +22,14 @@ _HISTOGRAMS: dict[str, tuple[str, str, str, Any]] = {
 
 
 class Instruments:
-    """The histograms (their `record`), recorded at once or through `submit`."""
+    """The histograms."""
 
     operation_duration: Any
     tokens: Any
     tool_duration: Any
     agent_duration: Any
 
-    def __init__(self, meter: Meter, submit: Callable[..., None] | None = None) -> None:
+    def __init__(self, meter: Meter) -> None:
         for attr, (name, unit, description, buckets) in _HISTOGRAMS.items():
-            histogram = meter.create_histogram(name, unit=unit, description=description,
-                                               explicit_bucket_boundaries_advisory=buckets)
-            setattr(self, attr, histogram if submit is None else Recorder(histogram, submit))
+            setattr(self, attr, meter.create_histogram(name, unit=unit, description=description,
+                                                       explicit_bucket_boundaries_advisory=buckets))

@@ -48,8 +48,8 @@ class Tracker:
         self.capture_on_spans = capture_on_spans
         self.costs = costs  # prices chat attempts and rolls them up per turn, subagent and session
         emitter = emitter if emitter is not None else Inline()
-        metrics = Instruments(meter, emitter.submit) if meter is not None else None
-        self.layers = LayerTracer(tracer, meter)
+        metrics = Instruments(meter) if meter is not None else None
+        self.layers = LayerTracer(tracer, meter, emitter.submit_end)
         # Request-middleware effects waiting for the span of the call they affected:
         # ("llm_request", api_request_id) / ("tool_request", tool key).
         self._pending: BoundedMap[tuple[str, str], list[RequestEvent]] = BoundedMap(max_turns)

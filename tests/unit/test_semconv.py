@@ -169,6 +169,17 @@ def test_unknown_shapes_yield_what_can_be_read(junk):
     assert all(not k.startswith("gen_ai.usage") for k in attrs)
 
 
+def test_non_finite_or_huge_numbers_are_left_out_not_raised():
+    """A provider (or a hostile plugin) reporting inf/NaN token counts must not stop the span's end."""
+    usage = SimpleNamespace(prompt_tokens=float("inf"), completion_tokens=float("nan"), total_tokens=3,
+                            prompt_tokens_details={"cached_tokens": 2.0}, completion_tokens_details=None)
+    assert sc.usage_attributes(usage) == {"gen_ai.usage.cache_read.input_tokens": 2}
+    request = {"model": "m", "temperature": float("nan"), "top_p": 10**400, "seed": 7.9, "max_tokens": True, "n": 2}
+    attrs = sc.chat_request_attributes(request, {})
+    assert {k: v for k, v in attrs.items() if k.startswith("gen_ai.request.")} == {
+        "gen_ai.request.model": "m", "gen_ai.request.seed": 7, "gen_ai.request.choice.count": 2}
+
+
 def test_error_attributes():
     class APIStatusError(Exception):
         status_code = 503
