@@ -41,10 +41,8 @@ for _key in [k for k in os.environ if k.startswith("OTEL_")]:
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 import drivers  # noqa: E402
+from floor import Capture, blueprint, floor_fn  # noqa: E402
 from hermes_cli.plugins import get_plugin_manager  # noqa: E402
-from opentelemetry.sdk._logs import LogRecordProcessor  # noqa: E402
-from opentelemetry.sdk.trace import SpanProcessor  # noqa: E402
-from opentelemetry.trace import StatusCode  # noqa: E402
 from quiet import settle  # noqa: E402
 from receiver import ReceiverProcess  # noqa: E402
 
@@ -75,7 +73,7 @@ class Plugin:
         self.hooks = {name: list(cbs) for name, cbs in self.manager._hooks.items()}
         self.state = (runtime._state.tracker, runtime._state.bridge)
         self.telemetry = runtime.current_telemetry()
-        self.capture = _Capture()
+        self.capture = Capture()
         self.telemetry.tracer_provider.add_span_processor(self.capture)
         self.telemetry.logger_provider.add_log_record_processor(self.capture.logs)
 
@@ -170,94 +168,6 @@ def measure(plugin: Plugin, fn: Callable[[int], Any], calls: int = CALLS, rounds
     return row
 
 
-# -- the floor: the same telemetry straight through the SDK ------------------------
-
-
-class _Capture(SpanProcessor):
-    """Keeps the spans (and, through `logs`, the log records) it sees while `on`: the floor's blueprint."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.spans: list = []
-        capture = self
-
-        class Logs(LogRecordProcessor):
-            records: list = []
-
-            def on_emit(self, log_data) -> None:
-                if capture.on:
-                    self.records.append(getattr(log_data, "log_record", log_data))
-
-            emit = on_emit
-
-            def shutdown(self) -> None:
-                pass
-
-            def force_flush(self, timeout_millis: int = 30000) -> bool:
-                return True
-
-        self.logs = Logs()
-
-    def on_end(self, span) -> None:
-        if self.on:
-            self.spans.append(span)
-
-
-def capture_one(plugin: Plugin, fn: Callable[[int], Any]) -> list[tuple]:
-    """The spans, log records and metric points one call emits, as the SDK receives them."""
-    emitter, capture = plugin.emitter, plugin.capture
-    emitter.drain()
-    ops: list[tuple] = []
-    # Metric points are seen where every instrument of the provider hands them to the SDK (a private
-    # attribute, fine for a benchmark).
-    consumer = plugin.telemetry.meter_provider._measurement_consumer
-    consume = consumer.consume_measurement
-
-    def seen(measurement: Any) -> None:
-        instrument = measurement.instrument
-        ops.append(("metric", getattr(instrument, "record", None) or instrument.add, measurement.value,
-                    measurement.attributes, measurement.context))  # exemplars are telemetry too
-        consume(measurement)
-
-    consumer.consume_measurement = seen
-    capture.on = True
-    try:
-        fn(10**6)
-        emitter.drain()
-    finally:
-        capture.on = False
-        del consumer.consume_measurement
-    for span in capture.spans:
-        ops.append(("span", span.name, span.kind, dict(span.attributes),
-                    [(e.name, dict(e.attributes)) for e in span.events], span.status))
-    for record in capture.logs.records:
-        ops.append(("log", record.event_name, dict(record.attributes or {}), record.body))
-    capture.spans.clear()
-    capture.logs.records.clear()
-    return ops
-
-
-def floor_fn(plugin: Plugin, ops: list[tuple]) -> Callable[[int], None]:
-    tracer = plugin.telemetry.tracer_provider.get_tracer("floor")
-    logger = plugin.telemetry.logger_provider.get_logger("floor")
-
-    def emit(_: int) -> None:
-        for op in ops:
-            if op[0] == "span":
-                span = tracer.start_span(op[1], kind=op[2], attributes=op[3])
-                for name, attributes in op[4]:
-                    span.add_event(name, attributes)
-                if op[5].status_code is not StatusCode.UNSET:
-                    span.set_status(op[5])
-                span.end()
-            elif op[0] == "metric":
-                op[1](*op[2:])
-            else:
-                logger.emit(event_name=op[1], attributes=op[2], body=op[3])
-
-    return emit
-
-
 # -- cases ---------------------------------------------------------------------------
 
 
@@ -269,7 +179,7 @@ def per_call_rows(plugin: Plugin, label: str) -> list[dict]:
         drivers.install_layers(layers)
         hermes.start_turn(0, messages)
         for kind, fn in (("llm call", lambda i: hermes.llm_call(messages)), ("tool call", hermes.tool_call)):
-            ops = capture_one(plugin, fn)
+            ops = blueprint(plugin, fn, plugin.emitter.drain)
             row = {"case": f"{kind}, {layers} layer(s), {label}", **measure(plugin, fn, floor=floor_fn(plugin, ops))}
             row["emitted"] = {k: sum(op[0] == k for op in ops) for k in ("span", "metric", "log")}
             row["total_vs_floor"] = round(row["total_cpu_us"] / row["floor_cpu_us"], 2)

@@ -82,9 +82,12 @@ def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
                 attrs[_name(key)] = value
         elif kind is bool or (kind is float and math.isfinite(value)):
             attrs[_name(key)] = value
-        elif kind is not float and kind is not NoneType:
+        elif kind not in _NOT_SCALAR:
             _add_scalar(attrs, key, value)
     return attrs
+
+
+_NOT_SCALAR = frozenset({float, NoneType, dict, list, tuple})  # a float here is not finite
 
 
 def _add_scalar(attrs: dict[str, Any], key: str, value: Any) -> None:

@@ -254,10 +254,11 @@ class Tools:
 
     def span_of(self, payload: Mapping[str, Any]) -> Span | None:
         """The span of a payload's tool call, open or recently ended."""
-        call = self.find(payload) if self.open else None
+        key = tool_key(payload)
+        call = self.find(payload, key) if self.open else None
         if call is not None:
             return call.span
-        ended = self.ended.get(tool_key(payload)) if self.ended else None
+        ended = self.ended.get(key) if self.ended else None
         return trace.NonRecordingSpan(ended) if ended is not None else None
 
     def _end(self, call: Call) -> None:
