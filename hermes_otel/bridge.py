@@ -60,47 +60,67 @@ CONTENT_KEYS = (
 
 
 _STRING_ATTRS = {key: f"hermes.{key}" for key in STRING_KEYS}
+# Keys looked at for numbers and flags: any but the strings above (handled with them), content (a
+# number there is content too) and the fields Hermes fills with containers (history, requests, traces).
+_NOT_NUMBERS = frozenset({"telemetry_schema_version", *STRING_KEYS, *CONTENT_KEYS, "conversation_history",
+                          "request_messages", "middleware_trace", "request", "usage"})
 
 # The records that end a turn (`on_session_end`) or the session: they carry the session's cost so far.
 SESSION_COST_HOOKS = frozenset({"on_session_end", "on_session_finalize", "on_session_reset"})
 
 
 def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Ids, enum-like strings and numeric/bool scalars; never content. One pass over the payload."""
+    """Ids, enum-like strings and numeric/bool scalars; never content.
+
+    The keys of each kind are picked by set operations on the payload's keys (in C; attributes are a
+    map, their order means nothing), so that the Python work is per exported value."""
     schema = payload.get("telemetry_schema_version")
     attrs: dict[str, Any] = {
         HOOK_ATTR: hook[:_MAX_STRING],
         SCHEMA_ATTR: schema[:_MAX_STRING] if isinstance(schema, str) else "unknown",
     }
-    for key, value in payload.items():
-        kind = type(value)  # exact types first: an ABC-free check per value (subclasses take the slow path)
-        if kind is str:
-            if value and (name := _STRING_ATTRS.get(key)) is not None:
-                attrs[name] = value[:_MAX_STRING]
-        elif kind is int:
+    keys = payload.keys()
+    for key in keys & _STRING_ATTRS.keys():
+        value = payload[key]
+        if type(value) is str:
+            if value:
+                attrs[_STRING_ATTRS[key]] = value[:_MAX_STRING]
+        elif isinstance(value, str):  # a subclass (an enum ...): its plain value
+            if value:
+                attrs[_STRING_ATTRS[key]] = str.__str__(value)[:_MAX_STRING]
+        else:
+            _add_number(attrs, key, value)
+    for key in keys - _NOT_NUMBERS:
+        value = payload[key]
+        kind = type(value)
+        if kind is int:  # the common cases inline; the rest (subclasses, non-numbers) in _add_number
             if -(2**63) <= value < 2**63:
-                attrs[_name(key)] = value
-        elif kind is bool or (kind is float and math.isfinite(value)):
-            attrs[_name(key)] = value
-        elif kind not in _NOT_SCALAR:
-            _add_scalar(attrs, key, value)
+                attrs[_NAMES.get(key) or _name(key)] = value
+        elif kind is float:
+            if math.isfinite(value):
+                attrs[_NAMES.get(key) or _name(key)] = value
+        elif kind is not NoneType:
+            _add_number(attrs, key, value)
     return attrs
 
 
-_NOT_SCALAR = frozenset({float, NoneType, dict, list, tuple})  # a float here is not finite
+def _add_number(attrs: dict[str, Any], key: str, value: Any) -> None:
+    """`hermes.<key>` for a bool, an int that fits 64 bits or a finite float (subclasses included)."""
+    kind = type(value)
+    if kind is bool:
+        pass
+    elif kind is int or (kind not in _NOT_NUMERIC and isinstance(value, int)):
+        if not -(2**63) <= value < 2**63:
+            return
+    elif kind is float or (kind not in _NOT_NUMERIC and isinstance(value, float)):
+        if not math.isfinite(value):
+            return
+    else:
+        return
+    attrs[_name(key)] = value
 
 
-def _add_scalar(attrs: dict[str, Any], key: str, value: Any) -> None:
-    """A value of a subclass of str, int or float (an enum, a numpy scalar ...), as its plain value."""
-    if isinstance(value, str):
-        if value and (name := _STRING_ATTRS.get(key)) is not None:
-            attrs[name] = str.__str__(value)[:_MAX_STRING]
-    elif isinstance(value, bool) or (isinstance(value, int) and -(2**63) <= value < 2**63):
-        attrs[_name(key)] = value
-    elif isinstance(value, float) and math.isfinite(value):
-        attrs[_name(key)] = value
-
-
+_NOT_NUMERIC = frozenset({str, NoneType, dict, list, tuple})
 _NAMES: dict[str, str] = {}
 
 

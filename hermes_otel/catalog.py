@@ -357,8 +357,8 @@ def telemetry_markdown() -> str:
         f"| `{HOOK_ATTR}` | The hook name. |",
         f"| `{SCHEMA_ATTR}` | The payload's `telemetry_schema_version` (`unknown` when missing). |",
         "| `hermes.<key>` | For the payload keys " + ", ".join(f"`{k}`" for k in STRING_KEYS)
-        + " (ids and short enum-like strings), and for every boolean or numeric field of the payload "
-        "(durations, counts, flags). Never content. |",
+        + " (ids and short enum-like strings), and for every other boolean or numeric field of the payload "
+        "(durations, counts, flags). Never content: a number in a content field is not exported either. |",
         "",
         "The records of " + ", ".join(f"`{h}`" for h in LOG_ATTRIBUTES) + " (a turn's end, the session's end) "
         "also carry the session's cost so far:",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
@@ -89,15 +89,15 @@ TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4
 AGENT_BUCKETS = tuple(0.1 * 2**i for i in range(13))
 
 # Request kwargs -> attribute, for the scalar settings we report.
-_REQUEST_SCALARS = (
-    ("temperature", REQUEST_TEMPERATURE, float),
-    ("top_p", REQUEST_TOP_P, float),
-    ("top_k", REQUEST_TOP_K, int),
-    ("seed", REQUEST_SEED, int),
-    ("frequency_penalty", REQUEST_FREQUENCY_PENALTY, float),
-    ("presence_penalty", REQUEST_PRESENCE_PENALTY, float),
-    ("n", REQUEST_CHOICE_COUNT, int),
-)
+_REQUEST_SCALARS = {
+    "temperature": (REQUEST_TEMPERATURE, float),
+    "top_p": (REQUEST_TOP_P, float),
+    "top_k": (REQUEST_TOP_K, int),
+    "seed": (REQUEST_SEED, int),
+    "frequency_penalty": (REQUEST_FREQUENCY_PENALTY, float),
+    "presence_penalty": (REQUEST_PRESENCE_PENALTY, float),
+    "n": (REQUEST_CHOICE_COUNT, int),
+}
 _MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 # Hermes provider ids (and aliases) -> gen_ai.provider.name well-known values.
@@ -203,6 +203,17 @@ def _get(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, Mapping) else None
 
 
+def _getter(obj: Any) -> Callable[[str], Any]:
+    """`name -> value` for `obj`: a dict's own `get` for dicts and namespaces (no Python frame per
+    read), else `_get`."""
+    kind = type(obj)
+    if kind is dict:
+        return obj.get
+    if kind is SimpleNamespace:
+        return obj.__dict__.get
+    return functools.partial(_get, obj)
+
+
 def _num(value: Any, kind: type) -> Any:
     """`value` as `kind` (int or float) if it is a finite real number (not a bool), else None."""
     if type(value) is int and kind is int:  # the common cases first, without an ABC or subclass check
@@ -232,9 +243,9 @@ def chat_request_attributes(request: Any, context: Mapping[str, Any]) -> dict[st
     if model:
         attrs[REQUEST_MODEL] = str(model)
     if isinstance(request, Mapping):
-        for key, name, kind in _REQUEST_SCALARS:
-            value = request.get(key)
-            if value is not None and (value := _num(value, kind)) is not None:
+        for key in request.keys() & _REQUEST_SCALARS.keys():  # the few present, picked in C
+            name, kind = _REQUEST_SCALARS[key]
+            if (value := _num(request[key], kind)) is not None:
                 attrs[name] = value
         for key in _MAX_TOKENS_KEYS:
             value = request.get(key)
@@ -281,7 +292,8 @@ def chat_response_attributes(response: Any) -> dict[str, Any]:
     if response is None:
         return attrs
     made_by_hermes = type(response) is SimpleNamespace
-    rid = _get(response, "id")
+    get = _getter(response)
+    rid = get("id")
     if made_by_hermes:
         # Hermes decides to stream inside the call (the request kwargs do not say); its streaming path
         # alone returns a SimpleNamespace, assembled from the chunks: the model and usage are the
@@ -294,13 +306,13 @@ def chat_response_attributes(response: Any) -> dict[str, Any]:
             attrs[RESPONSE_STUB] = "partial_stream"
     elif isinstance(rid, str) and rid:
         attrs[RESPONSE_ID] = rid
-    model = _get(response, "model")
+    model = get("model")
     if isinstance(model, str) and model:
         attrs[RESPONSE_MODEL] = model
-    reasons = _finish_reasons(response) if rid != _PARTIAL_STREAM_STUB_ID or not made_by_hermes else ()
+    reasons = _finish_reasons(get) if rid != _PARTIAL_STREAM_STUB_ID or not made_by_hermes else ()
     if reasons:
         attrs[RESPONSE_FINISH_REASONS] = reasons
-    attrs.update(usage_attributes(_get(response, "usage")))
+    attrs.update(usage_attributes(get("usage")))
     return attrs
 
 
@@ -316,12 +328,12 @@ def _partial_stream_stub_id() -> str | None:
 _PARTIAL_STREAM_STUB_ID = _partial_stream_stub_id()
 
 
-def _finish_reasons(response: Any) -> tuple[str, ...]:
-    choices = _get(response, "choices")
+def _finish_reasons(get: Callable[[str], Any]) -> tuple[str, ...]:
+    choices = get("choices")
     if isinstance(choices, (list, tuple)):
         return tuple(str(r) for c in choices if (r := _get(c, "finish_reason")))
     for key in ("stop_reason", "status"):  # Anthropic Messages / Responses API
-        value = _get(response, key)
+        value = get(key)
         if isinstance(value, str) and value:
             return (value,)
     return ()
@@ -345,23 +357,25 @@ def usage_attributes(usage: Any) -> dict[str, int]:
     attrs: dict[str, int] = {}
     if usage is None:
         return attrs
-    _first_counts(usage, _USAGE_FIELDS, attrs)
+    get = _getter(usage)
+    _first_counts(get, _USAGE_FIELDS, attrs)
     if USAGE_CACHE_READ not in attrs or USAGE_CACHE_WRITE not in attrs:
-        details = _get(usage, "prompt_tokens_details") or _get(usage, "input_tokens_details")
+        details = get("prompt_tokens_details") or get("input_tokens_details")
         if details is not None:
-            _first_counts(details, _INPUT_DETAIL_FIELDS, attrs)
-    details = _get(usage, "completion_tokens_details") or _get(usage, "output_tokens_details")
+            _first_counts(_getter(details), _INPUT_DETAIL_FIELDS, attrs)
+    details = get("completion_tokens_details") or get("output_tokens_details")
     if details is not None:
-        _first_counts(details, _OUTPUT_DETAIL_FIELDS, attrs)
+        _first_counts(_getter(details), _OUTPUT_DETAIL_FIELDS, attrs)
     return attrs
 
 
-def _first_counts(source: Any, fields: tuple[tuple[str, tuple[str, ...]], ...], attrs: dict[str, int]) -> None:
+def _first_counts(get: Callable[[str], Any], fields: tuple[tuple[str, tuple[str, ...]], ...],
+                  attrs: dict[str, int]) -> None:
     for name, keys in fields:
         if name not in attrs:
             for key in keys:
-                value = _num(_get(source, key), int)
-                if value is not None:
+                value = get(key)
+                if value is not None and (value := _num(value, int)) is not None:
                     attrs[name] = value
                     break
 

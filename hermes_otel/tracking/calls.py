@@ -30,7 +30,7 @@ DENIED = ("deny", "timeout", "smart_deny")
 AttachEvents = Callable[[Span, str, str], None]
 
 
-@dataclass
+@dataclass(slots=True)
 class Call:
     """An open chat or tool span plus what its end needs."""
 

@@ -73,6 +73,23 @@ def test_one_record_per_hook_correlated_to_its_span(env):
     assert all(r.body is None for r in got)  # no capture: no content
 
 
+def test_record_attributes_take_ids_and_numbers_but_no_content_even_numeric(env):
+    make, _, _, logs = env
+    payload = {**V1, "session_id": "s", "turn_id": "", "status": 200, "model": ["not", "a", "string"],
+               "api_duration": 1.5, "message_count": 12, "is_first_turn": True, "huge": 2**64, "nan": math.nan,
+               "result": 42, "args": 7, "output": 1.5, "usage": 3, "conversation_history": 9, "note": "free text"}
+    make().on_hook("post_api_request", payload)
+    assert dict(records(logs)[0].attributes) == {
+        "hermes.observer.hook": "post_api_request",
+        "hermes.telemetry_schema_version": "hermes.observer.v1",
+        "hermes.session_id": "s",
+        "hermes.status": 200,  # a number in an id/enum field is still a number, not content
+        "hermes.api_duration": 1.5,
+        "hermes.message_count": 12,
+        "hermes.is_first_turn": True,
+    }
+
+
 def test_tool_hook_records_belong_to_the_span_open_when_the_hook_ran(env):
     """pre_tool_call runs before the call's span, post_tool_call ends it, transform_tool_result comes
     after (and still belongs to the call); a verdict for a call that never ran gets a span of its own,
