@@ -242,7 +242,8 @@ class HermesPricing:
 
     def canonical_usage(self, usage: Any, provider: str | None, api_mode: str | None) -> Any:
         """Hermes's CanonicalUsage of a response's usage (or of Hermes's own normalised summary)."""
-        if isinstance(usage, Mapping) and "cache_read_tokens" in usage:  # post_api_request's summary (hooks mode)
+        summary = type(usage) is not types.SimpleNamespace and isinstance(usage, Mapping)  # the ABC check last
+        if summary and "cache_read_tokens" in usage:  # post_api_request's summary (hooks mode)
             return self._canonical(**{key: _int(usage.get(key)) for key in _USAGE_KEYS})
         return self._normalize(_namespace(usage), provider=provider, api_mode=api_mode)
 
@@ -367,18 +368,21 @@ class CostLedger:
         with self._lock:
             self._put(self._links, child, link)
 
-    def record(self, span: Any, request: Any, context: Mapping[str, Any], response: Any) -> Price | None:
-        """A chat attempt's response: price its usage, put the cost on `span`, add it to every roll-up."""
+    def record(self, span: Any, request: Any, context: Mapping[str, Any], response: Any,
+               attributes: dict[str, Any] | None = None) -> Price | None:
+        """A chat attempt's response: price its usage, put the cost on `span` (into `attributes` instead,
+        when given: the caller sets them with its own), add it to every roll-up."""
         try:
-            return self._record(span, request, context, response)
+            return self._record(span, request, context, response, attributes)
         except Exception as exc:  # noqa: BLE001 - fail open: the span goes out without a cost
             report(self.record, exc)
             return None
 
-    def _record(self, span: Any, request: Any, context: Mapping[str, Any], response: Any) -> Price:
+    def _record(self, span: Any, request: Any, context: Mapping[str, Any], response: Any,
+                attributes: dict[str, Any] | None) -> Price:
         if response is None:
             usage = None
-        elif isinstance(response, Mapping):
+        elif type(response) is not types.SimpleNamespace and isinstance(response, Mapping):
             usage = response.get("usage")
         else:
             usage = getattr(response, "usage", None)
@@ -388,7 +392,10 @@ class CostLedger:
         provider, base_url = context.get("provider"), context.get("base_url")
         price = self._pricing.price(model, usage, provider=provider, base_url=base_url,
                                     api_mode=context.get("api_mode"))
-        span.set_attributes(price.attributes())
+        if attributes is None:
+            span.set_attributes(price.attributes())
+        else:
+            attributes.update(price.attributes())
         session, turn = _scalar(context.get("session_id")), _scalar(context.get("turn_id"))
         role = None
         with self._lock:

@@ -232,7 +232,8 @@ def _num(value: Any, kind: type) -> Any:
 
 def chat_request_attributes(request: Any, context: Mapping[str, Any]) -> dict[str, Any]:
     """Attributes of one provider attempt from the EFFECTIVE request and the call context."""
-    model = _get(request, "model") if isinstance(request, Mapping) else None
+    mapping = type(request) is dict or isinstance(request, Mapping)  # a dict without the ABC check
+    model = request.get("model") if mapping else None
     model = model or context.get("model")
     provider, base_url = context.get("provider"), context.get("base_url")
     cacheable = isinstance(provider, (str, type(None))) and isinstance(base_url, (str, type(None)))
@@ -242,7 +243,7 @@ def chat_request_attributes(request: Any, context: Mapping[str, Any]) -> dict[st
     }
     if model:
         attrs[REQUEST_MODEL] = str(model)
-    if isinstance(request, Mapping):
+    if mapping:
         for key in request.keys() & _REQUEST_SCALARS.keys():  # the few present, picked in C
             name, kind = _REQUEST_SCALARS[key]
             if (value := _num(request[key], kind)) is not None:
@@ -268,16 +269,15 @@ def chat_request_attributes(request: Any, context: Mapping[str, Any]) -> dict[st
     return attrs
 
 
+_CONTEXT_IDS = {"session_id": CONVERSATION_ID, "turn_id": TURN_ID, "api_request_id": API_REQUEST_ID}
+
+
 def _context_ids(context: Mapping[str, Any]) -> dict[str, str]:
     attrs = {}
-    for key, name in (
-        ("session_id", CONVERSATION_ID),
-        ("turn_id", TURN_ID),
-        ("api_request_id", API_REQUEST_ID),
-    ):
-        value = context.get(key)
+    for key in context.keys() & _CONTEXT_IDS.keys():
+        value = context[key]
         if isinstance(value, str) and value:
-            attrs[name] = value
+            attrs[_CONTEXT_IDS[key]] = value
     return attrs
 
 

@@ -106,9 +106,9 @@ class Chats:
     def _done(self, call: Call, response: Any, end_ns: int, duration: float) -> None:
         span, context = call.span, trace.set_span_in_context(call.span)
         attrs = sc.chat_response_attributes(response)
+        if self._costs is not None and call.priced is not None:  # the price goes on with the response's attributes
+            self._costs.record(span, call.priced[0], call.priced[1], response, attrs)
         span.set_attributes(attrs)
-        if self._costs is not None and call.priced is not None:
-            self._costs.record(span, call.priced[0], call.priced[1], response)
         span.end(end_time=end_ns)
         if self._metrics is None:
             return
