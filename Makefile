@@ -109,6 +109,7 @@ bench: $(VENV)/.test-installed  ## overhead vs the SDK floor, history, throughpu
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/compare.py  # the chosen design against the replaced one, side by side
 	$(BIN)/python benchmarks/spool.py
+	$(BIN)/python benchmarks/opcodes.py  # bytecodes per call against the floor: counted, not timed
 
 docs: $(VENV)/.test-installed  ## regenerate the reference pages and dashboards, build the site into site/
 	$(BIN)/python -m hermes_otel.reference docs

@@ -122,9 +122,9 @@ FIELDS: tuple[Field, ...] = (
         "background_build",
         bool,
         True,
-        "Hand observer log records and metric measurements to a background thread of ours, which passes them to "
-        "the SDK unchanged (a record is complete when its hook fires). Spans are always made inline by the SDK. "
-        "`false` makes records and measurements inline too.",
+        "Hand observer log records, metric measurements and span ends (each stamped at the call) to a background "
+        "thread of ours, which passes them to the SDK unchanged (a record is complete when its hook fires). Spans "
+        "always start inline, in the SDK. `false` makes all of it inline.",
         attr="background_build",
     ),
     Field(

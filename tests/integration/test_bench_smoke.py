@@ -59,3 +59,20 @@ def test_the_spool_benchmark_reports_exit_time_per_fault_and_throughput(tmp_path
     for key in ("write", "replay_unpaced", "replay_background"):
         assert throughput[key]["batches_per_s"] > 0 and throughput[key]["spans_per_s"] > 0
     assert "| collector hanging |" in (tmp_path / "spool.md").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_the_bytecode_count_reports_every_case_against_the_floor(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
+    env.update(BENCH_RESULTS=str(tmp_path))
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "opcodes.py")], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    rows = json.loads((tmp_path / "opcodes.json").read_text())
+    assert [row["case"] for row in rows] == [
+        "llm call, 0 layer(s)", "tool call, 0 layer(s)", "llm call, 1 layer(s)", "tool call, 1 layer(s)"]
+    for row in rows:
+        assert row["floor"] > 1000 and row["plugin"] > row["floor"] / 2  # both sides did the call's telemetry
+        assert row["ratio"] == round(row["plugin"] / row["floor"], 2)
+        assert {"hermes-otel", "OpenTelemetry SDK", "Hermes"} <= row["excess_by_place"].keys()
+    assert "| llm call, 0 layer(s) |" in done.stdout
