@@ -163,3 +163,58 @@ def test_hermes_warning_filter_never_raises():
     record = logging.LogRecord("hermes_cli.middleware", logging.WARNING, __file__, 1,
                                "Middleware '%s' callback %s raised: %s", ("llm_execution", "cb", NoStr()), None)
     assert MiddlewareWarningFilter().filter(record) is True  # inside Hermes's except block: must not raise
+
+
+def test_a_layers_end_goes_to_the_records_thread_stamped_when_the_layer_returned(spans):
+    """Through Hermes's chain, a layer's and the real call's span ends (and the layer's duration metric) are
+    handed to the records thread: exported later, with the end time of the call and the same spans as inline."""
+    import threading
+    import time
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from hermes_otel.emitter import Emitter
+    from hermes_otel.middleware.layers import LayerTracer
+
+    tracer, exporter = spans
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("t")
+
+    def tag(**kw):
+        return kw["next_call"]({**kw["request"], "tagged": True})
+
+    def run(layers):
+        stand_ins, terminal = layers.chain("llm_execution", [tag], lambda request: {"id": "r1", **request},
+                                           {"model": "m"}, plugin_of=lambda cb: "tagger")
+        with tracer.start_as_current_span("chat m") as chat:
+            result = stand_ins[0](request={"model": "m"}, next_call=terminal)
+        return result, chat, time.time_ns()
+
+    inline_result, _, _ = run(LayerTracer(tracer, meter))
+    inline = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time)
+    exporter.clear()
+
+    emitter, gate = Emitter(), threading.Event()
+    emitter.submit(gate.wait)  # the records thread is busy: what the chain hands it waits
+    layers = LayerTracer(tracer, meter, emitter.submit_end)
+    result, chat, returned = run(layers)
+    assert result == inline_result == {"id": "r1", "model": "m", "tagged": True}
+    assert [s.name for s in exporter.get_finished_spans()] == ["chat m"]  # the layer's end is handed over
+    time.sleep(0.05)
+    gate.set()
+    emitter.drain()
+    handed = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time)
+    assert [(s.name, dict(s.attributes)) for s in handed] == [(s.name, dict(s.attributes)) for s in inline]
+    by_name = {s.name: s for s in handed}
+    layer, call = by_name["llm_execution tagger"], by_name["provider_call m"]
+    assert call.parent.span_id == layer.context.span_id and layer.parent.span_id == chat.get_span_context().span_id
+    for span in (layer, call):  # ended when the call returned, not when the records thread got to it
+        assert span.start_time <= span.end_time <= returned, span.name
+    assert call.end_time <= layer.end_time
+    points = [p for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+              if m.name == "hermes.middleware.duration" for p in m.data.data_points]
+    assert sum(p.count for p in points) == 2  # one per run: inline, then handed over
+    exemplars = [e for p in points for e in p.exemplars]
+    assert chat.get_span_context().span_id in {e.span_id for e in exemplars}  # the context of the layer's end
+    emitter.shutdown()
