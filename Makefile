@@ -7,6 +7,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 # Real backends for the live tests, cached outside the tracked files (.cache/ is gitignored).
 CACHE  ?= .cache
 PROMETHEUS      := $(CACHE)/prometheus/usr/bin/prometheus
+VALGRIND        := $(CACHE)/valgrind/usr/bin/valgrind
 PHOENIX_VERSION := 20.26.1
 PHOENIX_STAMP   := $(CACHE)/phoenix-venv/.installed-$(PHOENIX_VERSION)
 export HERMES_OTEL_BACKENDS := $(abspath $(CACHE))
@@ -46,6 +47,13 @@ $(PROMETHEUS):
 	mkdir -p $(CACHE)/deb
 	cd $(CACHE)/deb && { apt-get download prometheus || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download prometheus; }; }
 	dpkg -x "$$(ls -t $(CACHE)/deb/prometheus_*.deb | head -n 1)" $(CACHE)/prometheus
+	test -x $@
+
+# valgrind (Debian package) for `make bench`'s instruction counts, unpacked the same way.
+$(VALGRIND):
+	mkdir -p $(CACHE)/deb
+	cd $(CACHE)/deb && { apt-get download valgrind || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download valgrind; }; }
+	dpkg -x "$$(ls -t $(CACHE)/deb/valgrind_*.deb | head -n 1)" $(CACHE)/valgrind
 	test -x $@
 
 # Arize Phoenix in a venv of its own (~850 MB), never in the project's.
@@ -105,11 +113,13 @@ test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed)  ## the r
 		$(MATRIX)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/matrix || exit 1; \
 	done
 
-bench: $(VENV)/.test-installed  ## overhead vs the SDK floor, history, throughput, memory, dead collectors; exit time per fault, spool write/replay (writes benchmarks/results/latest.json, spool.json)
+bench: $(VENV)/.test-installed $(VALGRIND)  ## overhead vs the SDK floor, history, throughput, memory, dead collectors; exit time per fault, spool write/replay, bytecodes and instructions per call (writes benchmarks/results/)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/compare.py  # the chosen design against the replaced one, side by side
 	$(BIN)/python benchmarks/spool.py
 	$(BIN)/python benchmarks/opcodes.py  # bytecodes per call against the floor: counted, not timed
+	VALGRIND=$(abspath $(VALGRIND)) VALGRIND_LIB=$(abspath $(CACHE)/valgrind/usr/libexec/valgrind) \
+		$(BIN)/python benchmarks/instructions.py  # machine instructions per call, every thread: counted
 
 docs: $(VENV)/.test-installed  ## regenerate the reference pages and dashboards, build the site into site/
 	$(BIN)/python -m hermes_otel.reference docs

@@ -76,3 +76,20 @@ def test_the_bytecode_count_reports_every_case_against_the_floor(tmp_path: Path)
         assert row["ratio"] == round(row["plugin"] / row["floor"], 2)
         assert {"hermes-otel", "OpenTelemetry SDK", "Hermes"} <= row["excess_by_place"].keys()
     assert "| llm call, 0 layer(s) |" in done.stdout
+
+
+@pytest.mark.timeout(120)
+def test_the_instruction_count_measures_every_mode_and_says_when_valgrind_is_missing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
+    script = str(ROOT / "benchmarks" / "instructions.py")
+    for kind in ("llm call", "tool call"):
+        for mode in ("on", "off", "floor"):  # what each callgrind child runs, without callgrind
+            done = subprocess.run([sys.executable, script, "--child", kind, mode, "3"], env=env, cwd=ROOT,
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, f"{kind}/{mode}: " + done.stderr[-4000:]
+    (tmp_path / "bin").mkdir()
+    env.pop("VALGRIND", None)
+    env.update(PATH=str(tmp_path / "bin"), BENCH_RESULTS=str(tmp_path))
+    done = subprocess.run([sys.executable, script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("instructions: skipped, valgrind is not installed")
+    assert not (tmp_path / "instructions.json").exists()
