@@ -70,42 +70,57 @@ SESSION_COST_HOOKS = frozenset({"on_session_end", "on_session_finalize", "on_ses
 
 
 def _attributes(hook: str, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Ids, enum-like strings and numeric/bool scalars; never content.
-
-    The keys of each kind are picked by set operations on the payload's keys (in C; attributes are a
-    map, their order means nothing), so that the Python work is per exported value."""
+    """Ids, enum-like strings and numeric/bool scalars; never content."""
     schema = payload.get("telemetry_schema_version")
     attrs: dict[str, Any] = {
         HOOK_ATTR: hook[:_MAX_STRING],
         SCHEMA_ATTR: schema[:_MAX_STRING] if isinstance(schema, str) else "unknown",
     }
-    keys = payload.keys()
-    for key in keys & _STRING_ATTRS.keys():
+    strings, numbers = _plan(tuple(payload))
+    for key, name in strings:
         value = payload[key]
         if type(value) is str:
             if value:
-                attrs[_STRING_ATTRS[key]] = value[:_MAX_STRING]
+                attrs[name] = value[:_MAX_STRING]
         elif isinstance(value, str):  # a subclass (an enum ...): its plain value
             if value:
-                attrs[_STRING_ATTRS[key]] = str.__str__(value)[:_MAX_STRING]
+                attrs[name] = str.__str__(value)[:_MAX_STRING]
         else:
-            _add_number(attrs, key, value)
-    for key in keys - _NOT_NUMBERS:
+            _add_number(attrs, name, value)  # a number in an id or enum field is still a number
+    for key, name in numbers:
         value = payload[key]
         kind = type(value)
         if kind is int:  # the common cases inline; the rest (subclasses, non-numbers) in _add_number
             if -(2**63) <= value < 2**63:
-                attrs[_NAMES.get(key) or _name(key)] = value
+                attrs[name] = value
         elif kind is float:
             if math.isfinite(value):
-                attrs[_NAMES.get(key) or _name(key)] = value
+                attrs[name] = value
         elif kind is not NoneType:
-            _add_number(attrs, key, value)
+            _add_number(attrs, name, value)
     return attrs
 
 
-def _add_number(attrs: dict[str, Any], key: str, value: Any) -> None:
-    """`hermes.<key>` for a bool, an int that fits 64 bits or a finite float (subclasses included)."""
+Plan = tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+_PLANS: dict[tuple[Any, ...], Plan] = {}
+
+
+def _plan(keys: tuple[Any, ...]) -> Plan:
+    """A payload's (key, attribute name) pairs to read as strings and as numbers, made once per set of keys.
+
+    Hermes calls each hook with the same keyword arguments every time: classifying them once per
+    shape leaves only the values to read (a bounded memo: beyond it, plans are made per call)."""
+    plan = _PLANS.get(keys)
+    if plan is None:
+        plan = (tuple((key, _STRING_ATTRS[key]) for key in keys if key in _STRING_ATTRS),
+                tuple((key, f"hermes.{key}") for key in keys if key not in _NOT_NUMBERS))
+        if len(_PLANS) < 256:
+            _PLANS[keys] = plan
+    return plan
+
+
+def _add_number(attrs: dict[str, Any], name: str, value: Any) -> None:
+    """`name` for a bool, an int that fits 64 bits or a finite float (subclasses included)."""
     kind = type(value)
     if kind is bool:
         pass
@@ -117,21 +132,10 @@ def _add_number(attrs: dict[str, Any], key: str, value: Any) -> None:
             return
     else:
         return
-    attrs[_name(key)] = value
+    attrs[name] = value
 
 
 _NOT_NUMERIC = frozenset({str, NoneType, dict, list, tuple})
-_NAMES: dict[str, str] = {}
-
-
-def _name(key: str) -> str:
-    """`hermes.<key>`, made once per key (a bounded cache: payload keys are Hermes's own names)."""
-    name = _NAMES.get(key)
-    if name is None:
-        name = f"hermes.{key}"
-        if len(_NAMES) < 4096:
-            _NAMES[key] = name
-    return name
 
 
 class ObserverBridge:

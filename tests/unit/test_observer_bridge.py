@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from hermes_otel import _log
+from hermes_otel import bridge as bridge_module
 from hermes_otel.bridge import KNOWN_HOOKS, ObserverBridge
 from hermes_otel.tracking import Tracker
 from tests.unit.modes import MODES, DrainingLogs, DrainingSpans, emitter_for
@@ -88,6 +89,19 @@ def test_record_attributes_take_ids_and_numbers_but_no_content_even_numeric(env)
         "hermes.message_count": 12,
         "hermes.is_first_turn": True,
     }
+
+
+def test_payload_shapes_are_classified_once_each_and_the_memo_stays_bounded(env):
+    make, _, _, logs = env
+    bridge = make()
+    for i in range(300):  # more shapes than the memo keeps: every record still gets its own keys
+        bridge.on_hook("post_tool_call", {**V1, "session_id": "s", f"count_{i}": i, "status": "ok" if i % 2 else 7})
+    got = records(logs)
+    assert len(got) == 300 and len(bridge_module._PLANS) <= 256
+    for i, record in enumerate(got):
+        assert dict(record.attributes) == {
+            "hermes.observer.hook": "post_tool_call", "hermes.telemetry_schema_version": "hermes.observer.v1",
+            "hermes.session_id": "s", f"hermes.count_{i}": i, "hermes.status": "ok" if i % 2 else 7}
 
 
 def test_tool_hook_records_belong_to_the_span_open_when_the_hook_ran(env):
