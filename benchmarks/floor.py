@@ -85,7 +85,8 @@ def blueprint(plugin: Any, fn: Callable[[int], Any], drain: Callable[[], Any]) -
     for record in capture.logs.records:
         span_context = SpanContext(record.trace_id or 0, record.span_id or 0, False,
                                    TraceFlags(record.trace_flags or 0))
-        ops.append(("log", record.event_name, dict(record.attributes or {}), record.body, _in(span_context)))
+        ops.append(("log", record.event_name, dict(record.attributes or {}), record.body, _in(span_context),
+                    record.severity_number, record.severity_text))
     capture.spans.clear()
     capture.logs.records.clear()
     return ops
@@ -107,7 +108,8 @@ def floor_fn(plugin: Any, ops: list[tuple]) -> Callable[[int], None]:
             elif op[0] == "metric":
                 op[1](*op[2:])
             else:
-                logger.emit(timestamp=time.time_ns(), context=op[4], event_name=op[1], attributes=op[2],
-                            body=op[3])
+                now = time.time_ns()  # when the hook fired: its timestamp and when it was observed
+                logger.emit(timestamp=now, observed_timestamp=now, context=op[4], severity_number=op[5],
+                            severity_text=op[6], event_name=op[1], attributes=op[2], body=op[3])
 
     return emit

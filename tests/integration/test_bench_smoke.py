@@ -93,3 +93,52 @@ def test_the_instruction_count_measures_every_mode_and_says_when_valgrind_is_mis
     done = subprocess.run([sys.executable, script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("instructions: skipped, valgrind is not installed")
     assert not (tmp_path / "instructions.json").exists()
+
+
+_FLOOR_CHECK = """
+import json, sys
+from floor import blueprint, floor_fn
+from run import Plugin, _env, drivers
+
+plugin = Plugin(_env())
+hermes, messages = drivers.Hermes(), drivers.history(10)
+hermes.start_turn(0, messages)
+
+CALL_IDS = {"gen_ai.tool.call.id", "hermes.tool_call_id", "hermes.api_request.id", "hermes.api_request_id",
+            "hermes.api_call_count"}
+
+def attrs(attributes):  # each call has ids of its own
+    return {k: v for k, v in attributes.items() if k not in CALL_IDS}
+
+def seen(fn):
+    plugin.capture.on = True
+    fn(7)
+    plugin.emitter.drain()
+    plugin.capture.on = False
+    spans = [(s.name, s.kind.name, attrs(s.attributes), [(e.name, attrs(e.attributes)) for e in s.events],
+              s.status.status_code.name, s.parent is not None) for s in plugin.capture.spans]
+    logs = [(r.event_name, str(r.severity_number), r.severity_text, attrs(r.attributes), r.body, bool(r.span_id))
+            for r in plugin.capture.logs.records]
+    plugin.capture.spans.clear(); plugin.capture.logs.records.clear()
+    return spans, logs
+
+for fn in (lambda i: hermes.llm_call(messages), hermes.tool_call):
+    fn(0)
+    floor = floor_fn(plugin, blueprint(plugin, fn, plugin.emitter.drain))
+    print(json.dumps([seen(fn), seen(floor)], default=str))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_floor_hands_the_sdk_what_the_plugin_does() -> None:
+    """The ratios are only fair if the floor's telemetry is the plugin's: spans, events, statuses, parents,
+    log records with their severity, attributes and span (ids aside: each call has its own)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
+    done = subprocess.run([sys.executable, "-c", _FLOOR_CHECK], env=env, cwd=ROOT / "benchmarks",
+                          capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stderr[-4000:]
+    cases = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(cases) == 2
+    for plugin, floor in cases:
+        assert plugin[0] and plugin[1]  # a span and its records: something to compare
+        assert plugin == floor
