@@ -7,8 +7,9 @@ counted (our records thread, the SDK's batch processors and exporters, flushed b
 on, off (what Hermes runs anyway) and for the floor (`floor.py`); for the embedded files exporter and for
 OTLP/HTTP to a receiver on loopback (in a process of its own, not counted). A child with no calls cancels the
 start-up: one call costs (instructions with CALLS calls - instructions with none) / CALLS. Batches are
-exported when full and at the flush, not on a timer, so that they fall the same way in every run. Writes
-results/instructions.json.
+exported when full and at the flush, not on a timer, so that they fall the same way in every run. Run it
+on a machine doing nothing else: under load an OTLP export can time out inside a child and be sent again,
+and that is counted too. Writes results/instructions.json.
 
     .venv/bin/python benchmarks/instructions.py    (make bench runs it with the valgrind it unpacks in .cache;
                                                     here: $VALGRIND, else valgrind on PATH)
