@@ -49,7 +49,6 @@ HTTP_STATUS = "http.response.status_code"
 
 TURN_ID = "hermes.turn.id"
 TASK_ID = "hermes.task.id"
-SESSION_ID = "hermes.session.id"
 PLATFORM = "hermes.platform"
 API_REQUEST_ID = "hermes.api_request.id"
 API_ATTEMPT = "hermes.api.attempt"

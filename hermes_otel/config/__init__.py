@@ -121,9 +121,6 @@ class Settings:
     relay_component: Mapping[str, Any] | None = None  # the observability component, verbatim, for the hand-off
     source: str | None = None  # the plugins.toml that was applied, if any
 
-    def exporting(self, signal: str) -> bool:
-        return signal in self.otlp or signal in self.file_signals or (signal == "traces" and self.console)
-
 
 @dataclass(frozen=True)
 class LoadResult:

@@ -50,10 +50,6 @@ def begin_exit(wait_s: float = SPOOL_WAIT_S) -> float:
     return _exit_at
 
 
-def exit_deadline() -> float | None:
-    return _exit_at
-
-
 _deferred = threading.local()  # .outboxes: those closed inside finishing_together() on this thread
 
 

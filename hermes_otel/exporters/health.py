@@ -77,10 +77,6 @@ class ExportHealth:
                 self._failing.pop(endpoint, None)
             _log.logger.info("hermes-otel: export to %s recovered", _collector(endpoint))
 
-    def failing_since(self, since: float, endpoints: frozenset[str] | None = None) -> bool:
-        """True when one of `endpoints` (default: any) failed at or after monotonic time `since`."""
-        return any(t >= since for e, t in list(self._failing.items()) if endpoints is None or e in endpoints)
-
     def any_failing(self, endpoints: frozenset[str] | None = None) -> bool:
         return any(endpoints is None or e in endpoints for e in list(self._failing))
 
