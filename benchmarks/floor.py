@@ -55,10 +55,24 @@ def _in(span_context: SpanContext | None) -> Any:
     return trace.set_span_in_context(NonRecordingSpan(span_context))
 
 
-def blueprint(plugin: Any, fn: Callable[[int], Any], drain: Callable[[], Any]) -> list[tuple]:
-    """The spans, log records and metric points one call emits, as the SDK receives them."""
+def captured(plugin: Any, fn: Callable[[int], Any], drain: Callable[[], Any]) -> tuple[list, list]:
+    """The spans and log records the SDK receives for one call of `fn` (the records thread's work included)."""
     capture = plugin.capture
     drain()
+    capture.on = True
+    try:
+        fn(10**6)
+        drain()
+    finally:
+        capture.on = False
+    spans, records = list(capture.spans), list(capture.logs.records)
+    capture.spans.clear()
+    capture.logs.records.clear()
+    return spans, records
+
+
+def blueprint(plugin: Any, fn: Callable[[int], Any], drain: Callable[[], Any]) -> list[tuple]:
+    """The spans, log records and metric points one call emits, as the SDK receives them."""
     ops: list[tuple] = []
     # Metric points are seen where every instrument of the provider hands them to the SDK (a private
     # attribute, fine for a benchmark), wherever they were recorded.
@@ -72,23 +86,18 @@ def blueprint(plugin: Any, fn: Callable[[int], Any], drain: Callable[[], Any]) -
         consume(measurement)
 
     consumer.consume_measurement = seen
-    capture.on = True
     try:
-        fn(10**6)
-        drain()
+        spans, records = captured(plugin, fn, drain)
     finally:
-        capture.on = False
         del consumer.consume_measurement
-    for span in capture.spans:
+    for span in spans:
         ops.append(("span", span.name, span.kind, dict(span.attributes),
                     [(e.name, dict(e.attributes)) for e in span.events], span.status, _in(span.parent)))
-    for record in capture.logs.records:
+    for record in records:
         span_context = SpanContext(record.trace_id or 0, record.span_id or 0, False,
                                    TraceFlags(record.trace_flags or 0))
         ops.append(("log", record.event_name, dict(record.attributes or {}), record.body, _in(span_context),
                     record.severity_number, record.severity_text))
-    capture.spans.clear()
-    capture.logs.records.clear()
     return ops
 
 

@@ -97,7 +97,7 @@ def test_the_instruction_count_measures_every_mode_and_says_when_valgrind_is_mis
 
 _FLOOR_CHECK = """
 import json, sys
-from floor import blueprint, floor_fn
+from floor import blueprint, captured, floor_fn
 from run import Plugin, _env, drivers
 
 plugin = Plugin(_env())
@@ -111,16 +111,11 @@ def attrs(attributes):  # each call has ids of its own
     return {k: v for k, v in attributes.items() if k not in CALL_IDS}
 
 def seen(fn):
-    plugin.capture.on = True
-    fn(7)
-    plugin.emitter.drain()
-    plugin.capture.on = False
-    spans = [(s.name, s.kind.name, attrs(s.attributes), [(e.name, attrs(e.attributes)) for e in s.events],
-              s.status.status_code.name, s.parent is not None) for s in plugin.capture.spans]
-    logs = [(r.event_name, str(r.severity_number), r.severity_text, attrs(r.attributes), r.body, bool(r.span_id))
-            for r in plugin.capture.logs.records]
-    plugin.capture.spans.clear(); plugin.capture.logs.records.clear()
-    return spans, logs
+    spans, records = captured(plugin, fn, plugin.emitter.drain)
+    return ([(s.name, s.kind.name, attrs(s.attributes), [(e.name, attrs(e.attributes)) for e in s.events],
+              s.status.status_code.name, s.parent is not None) for s in spans],
+            [(r.event_name, str(r.severity_number), r.severity_text, attrs(r.attributes), r.body, bool(r.span_id))
+             for r in records])
 
 for fn in (lambda i: hermes.llm_call(messages), hermes.tool_call):
     fn(0)
