@@ -93,7 +93,7 @@ integration: $(VENV)/.test-installed backends
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
 lint: $(VENV)/.test-installed  ## ruff and mypy, as configured in pyproject.toml
-	$(BIN)/ruff check hermes_otel tests benchmarks grafana
+	$(BIN)/ruff check hermes_otel docsgen tests benchmarks grafana
 	$(BIN)/mypy
 
 # Every supported Hermes release, each in a venv of its own under .cache/ (created once, reused;
@@ -122,7 +122,7 @@ bench: $(VENV)/.test-installed $(VALGRIND)  ## overhead vs the SDK floor, histor
 		$(BIN)/python benchmarks/instructions.py  # machine instructions per call, every thread: counted
 
 docs: $(VENV)/.test-installed  ## regenerate the reference pages and dashboards, build the site into site/
-	$(BIN)/python -m hermes_otel.reference docs
+	$(BIN)/python -m docsgen.reference docs
 	$(BIN)/python -m grafana.dashboards
 	$(BIN)/python -m mkdocs build --strict --clean --site-dir site
 

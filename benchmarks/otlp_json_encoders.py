@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from hermes_otel.exporters.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
+from hermes_otel.exporters.file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 
 RESOURCE = Resource.create({"service.name": "hermes-agent", "service.version": "0.19.0", "hermes.version": "0.19.0",
                             "hermes.otel.version": "0.1.0"})

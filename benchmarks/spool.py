@@ -117,9 +117,9 @@ def throughput() -> dict[str, Any]:
     from receiver import ReceiverProcess
 
     from hermes_otel.config import OTLPTarget
-    from hermes_otel.exporters.otlp_json import encode_spans_json
-    from hermes_otel.exporters.resend import Resender, send_all
-    from hermes_otel.exporters.spool import Spool, endpoint_key
+    from hermes_otel.exporters.file.otlp_json import encode_spans_json
+    from hermes_otel.exporters.spool.resend import Resender, send_all
+    from hermes_otel.exporters.spool.store import Spool, endpoint_key
 
     batches = _batches()
     out: dict[str, Any] = {"batches": BATCHES, "spans_per_batch": BATCH_SPANS}

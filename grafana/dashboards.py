@@ -2,7 +2,7 @@
 
 Built with grafana-foundation-sdk (a dev/test dependency, never a runtime one). Every
 query is declared once in PANELS-like tables below, so tests can check each one:
-PromQL parses (promtool), metric names exist in hermes_otel.catalog, and a real
+PromQL parses (promtool), metric names exist in docsgen.catalog, and a real
 Prometheus fed by a real Hermes run answers every query our own metrics feed.
 """
 

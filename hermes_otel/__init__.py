@@ -11,7 +11,7 @@ plugin) and calls :func:`register`. The rest of the public surface:
 Everything else is internal and may change between releases.
 """
 
-from .instrumentation.hermes import HermesInstrumentor
+from .capture.instrumentor import HermesInstrumentor
 from .middleware.runner import MiddlewareRunner
 from .plugin import register
 from .runtime import use_providers

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _log
+from ._internal import log as _log
 from .exporters.health import health
 
 

@@ -13,11 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import _log, runtime
+from . import runtime
+from ._internal import log as _log
+from .capture.hooks import callbacks
+from .capture.hooks_only import chat_callbacks
+from .capture.instrumentor import HermesInstrumentor, fallback_middleware
 from .config import load_settings
-from .hooks import callbacks
-from .hooks_only import chat_callbacks
-from .instrumentation.hermes import HermesInstrumentor, fallback_middleware
 from .middleware import log_hygiene
 
 _last_mode: str | None = None

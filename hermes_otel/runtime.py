@@ -19,15 +19,17 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
-from . import _log, content, telemetry
-from .bridge import ObserverBridge
+from . import telemetry
+from ._internal import log as _log
+from ._internal.safety import safely
+from .capture.bridge import ObserverBridge
 from .config import Settings
-from .cost import CostLedger
-from .exporters import delivery
+from .cost.pricing import CostLedger
 from .exporters.health import health
-from .exporters.resend import resender, targets_of
-from .exporters.spool import spool_for
-from .safety import safely
+from .exporters.spool import delivery
+from .exporters.spool.resend import resender, targets_of
+from .exporters.spool.store import spool_for
+from .redaction import content
 from .tracking import Tracker
 
 _MAX_RETIRED = 2

@@ -497,7 +497,7 @@ def record_error(span: Any, error: BaseException) -> None:
     """
     import traceback
 
-    from .content import redact_text
+    from .redaction.content import redact_text
 
     try:
         message = redact_text(str(error), 1024)

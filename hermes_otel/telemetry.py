@@ -48,11 +48,11 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
-from . import _log
+from ._internal import log as _log
+from ._internal.safety import safely
 from .config import OTLPTarget, Settings
 from .emitter import Emitter, Inline
-from .exporters.delivery import finishing_together, outbox_exporter
-from .exporters.file import (
+from .exporters.file.exporter import (
     JsonFileLogExporter,
     JsonFileMetricExporter,
     JsonFileSpanExporter,
@@ -66,9 +66,9 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
-from .exporters.spool import endpoint_key, spool_for
-from .exporters.spool import observe as observe_spool
-from .safety import safely
+from .exporters.spool.delivery import finishing_together, outbox_exporter
+from .exporters.spool.store import endpoint_key, spool_for
+from .exporters.spool.store import observe as observe_spool
 from .version import __version__
 
 SCOPE = "hermes_otel"
@@ -310,7 +310,7 @@ def _span_exporters(settings: Settings, writers: dict[str, RotatingJsonLinesWrit
 
 
 def _relay_forwarder(component: Mapping[str, Any]):
-    from .exporters.relay_native import RelayForwarder, activate
+    from .exporters.relay.native import RelayForwarder, activate
 
     activation = activate(component)
     if activation is None:
@@ -321,7 +321,7 @@ def _relay_forwarder(component: Mapping[str, Any]):
 
 def _relay_span_processor(endpoint, settings: Settings) -> BatchSpanProcessor:
     """One NeMo Relay `[[opentelemetry.endpoints]]` entry: its own exporter, shape and batch settings."""
-    from .exporters.shapes import ShapedSpanExporter
+    from .exporters.relay.shapes import ShapedSpanExporter
 
     exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target, settings), endpoint.type,
                                   endpoint.resource)
@@ -334,7 +334,7 @@ def _relay_span_processor(endpoint, settings: Settings) -> BatchSpanProcessor:
 
 
 def _atof_processor(settings: Settings):
-    from .exporters.atof import AtofSpanProcessor, FileSink, StreamSink
+    from .exporters.relay.atof import AtofSpanProcessor, FileSink, StreamSink
 
     sinks = []
     for config in settings.atof_sinks:

@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..masking import mask_url, remember_url
+from ..redaction.masking import mask_url, remember_url
 from .env import from_env
 from .files import MAX_CONFIG_BYTES, Unreadable, read_regular, size_text
 from .headers import parse_pairs, resolve
@@ -351,7 +351,7 @@ def _holds_secrets(doc: Any) -> bool:
     """Literal header values, credential-named keys or credentials in URLs anywhere in the document.
 
     `header_env` and `header_file` tables name variables and files, not secrets."""
-    from ..content import is_secret_key, redact_text
+    from ..redaction.content import is_secret_key, redact_text
 
     stack: list[tuple[Any, str]] = [(doc, "")]
     while stack:

@@ -62,12 +62,12 @@ def _read(env: Mapping[str, str], var: str, spec: Field, store: str, values: dic
         problems.append(Problem(var, "", error[0], error[1], fatal=False))
         return
     if spec.key == "otlp.endpoint" and (problem := url_problem(value)):
-        from ..masking import mask_url
+        from ..redaction.masking import mask_url
 
         problems.append(Problem(var, "", problem, shown(mask_url(value)), fatal=False))
         return
     if spec.key == "otlp.endpoint":
-        from ..masking import remember_url
+        from ..redaction.masking import remember_url
 
         remember_url(value)
     values[store] = value

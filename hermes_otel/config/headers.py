@@ -3,7 +3,7 @@
 Values are cleaned as most clients do (surrounding blanks and ONE trailing newline, common in
 mounted secrets, are dropped), then checked: a value with control characters would be rejected by
 the HTTP client with an error that quotes it, so it is refused here, by key, never shown. Every
-accepted value is remembered by :mod:`hermes_otel.masking`, so no log line can show it.
+accepted value is remembered by :mod:`hermes_otel.redaction.masking`, so no log line can show it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..masking import printable, remember
+from ..redaction.masking import printable, remember
 from .files import MAX_HEADER_FILE_BYTES, Unreadable, read_regular, size_text
 from .problems import Problem
 

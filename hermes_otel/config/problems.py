@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..masking import mask_text, printable
+from ..redaction.masking import mask_text, printable
 from .schema import Field
 
 

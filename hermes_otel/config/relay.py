@@ -118,7 +118,7 @@ class StreamSinkConfig:
         in code resolves here and reports each problem once."""
         if self.resolved is not None:
             return dict(self.resolved)
-        from .. import _log
+        from .._internal import log as _log
 
         headers, problems = resolve(self.headers, self.header_env, self.header_file, os.environ,
                                     source=f"ATOF sink {self.name!r}", where="")
@@ -220,7 +220,7 @@ def _headers(entry: dict, path: str, src: str, problems: list[Problem], env: Map
 
 
 def _url(value: str, path: str, report: Report) -> bool:
-    from ..masking import mask_url
+    from ..redaction.masking import mask_url
 
     problem = url_problem(value)
     if problem:

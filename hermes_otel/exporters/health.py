@@ -27,8 +27,8 @@ from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportRes
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .. import _log
-from ..masking import OTLP_EXPORTER_LOGGERS
+from .._internal import log as _log
+from ..redaction.masking import OTLP_EXPORTER_LOGGERS
 
 EXPORTER_LOGGERS = OTLP_EXPORTER_LOGGERS
 

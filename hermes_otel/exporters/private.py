@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from .. import _log
+from .._internal import log as _log
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600

@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Any
 
-from .. import _log
+from .._internal import log as _log
 
 _lock = threading.Lock()
 _registry: Any = None

@@ -1,7 +1,7 @@
 """One span per execution-middleware layer, and rewrite events for request middleware.
 
 Used in two places with the same semantics: around Hermes's own chain
-runner (see :mod:`hermes_otel.instrumentation.hermes`) and inside our
+runner (see :mod:`hermes_otel.capture.instrumentor`) and inside our
 spec-exact runner (:mod:`hermes_otel.middleware.runner`).
 
 A traced layer is the plugin's callback behind a transparent wrapper that
@@ -27,7 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from .. import semconv as sc
-from ..safety import safely
+from .._internal.safety import safely
 from ..semconv import DURATION_BUCKETS
 from . import contract, log_hygiene
 

@@ -16,8 +16,8 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from .. import content
 from .. import semconv as sc
+from ..redaction import content
 from .bounded import BoundedMap
 from .instruments import Instruments
 from .keys import text, tool_key

@@ -16,7 +16,7 @@ from opentelemetry import trace
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span
 
-from ..cost import CostLedger
+from ..cost.pricing import CostLedger
 from ..emitter import Emitter, Inline
 from ..middleware.layers import LayerTracer, RequestEvent
 from .bounded import BoundedMap

@@ -8,7 +8,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermes_otel import catalog
+from docsgen import catalog
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "grafana" / "dashboards"
 SPANMETRICS_SERIES = {

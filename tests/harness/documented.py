@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hermes_otel import catalog
+from docsgen import catalog
 
 _SDK_RESOURCE = {"telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"}
 
@@ -22,7 +22,7 @@ def _doc_for(span) -> catalog.SpanDoc:
 
 
 def assert_documented(spans: Sequence, metrics: Sequence = (), logs: Sequence = ()) -> None:
-    from hermes_otel.bridge import HOOK_ATTR, KNOWN_HOOKS, SCHEMA_ATTR, STRING_KEYS
+    from hermes_otel.capture.bridge import HOOK_ATTR, KNOWN_HOOKS, SCHEMA_ATTR, STRING_KEYS
 
     strings = {f"hermes.{k}" for k in STRING_KEYS} | {HOOK_ATTR, SCHEMA_ATTR}
     for record in logs:

@@ -42,8 +42,8 @@ def main(home: Path, turns: int) -> dict:
 
     from hermes_otel import telemetry
     from hermes_otel.config import load_settings
-    from hermes_otel.exporters import delivery
-    from hermes_otel.exporters.spool import stats
+    from hermes_otel.exporters.spool import delivery
+    from hermes_otel.exporters.spool.store import stats
 
     toml = home / "plugins.toml"
     toml.write_text('[[components]]\nkind = "hermes_otel"\n[components.config]\nspool_max_mb = 1\n')

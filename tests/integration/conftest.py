@@ -27,7 +27,7 @@ for _key in [k for k in os.environ if k.startswith("OTEL_")]:
 def _empty_spool() -> Iterator[None]:
     """Batches a test spooled (its collector was down) must not be re-sent into a later test's receiver."""
     yield
-    from hermes_otel.exporters.spool import open_spool
+    from hermes_otel.exporters.spool.store import open_spool
 
     directory = _SESSION_HOME / "otel" / "spool"
     spool = open_spool(directory, 1 << 30, 1e9)

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel import view
+from hermes_otel.cli import view
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall, Usage
 from tests.harness.hermes import clean_env, hermes_chat, write_home
 
 pytestmark = pytest.mark.hermes
 
 PRICES = {"prompt": "0.000002", "completion": "0.000008", "cache_read": "0.0000005"}
-CLI = [sys.executable, "-m", "hermes_otel.cli"]
+CLI = [sys.executable, "-m", "hermes_otel.cli.main"]
 
 
 @pytest.fixture(scope="module")

@@ -80,7 +80,7 @@ def cost_points(metrics) -> list[dict]:
 @pytest.fixture
 def connections(monkeypatch):
     """Every connection attempt during the test, and whether Hermes's pricing was running on that thread."""
-    from hermes_otel import cost
+    from hermes_otel.cost import pricing as cost
 
     seen: list[tuple[str, object, bool]] = []
     pricing = threading.local()

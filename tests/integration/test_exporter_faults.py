@@ -88,7 +88,7 @@ def baseline_turn_s(llm):
 def _spooled_for(url: str) -> list:
     """The spooled trace batches meant for `url`."""
     from hermes_otel import runtime
-    from hermes_otel.exporters.spool import endpoint_key, open_spool
+    from hermes_otel.exporters.spool.store import endpoint_key, open_spool
 
     settings = runtime.current_telemetry().settings
     spool = open_spool(settings.spool_directory, settings.spool_max_bytes, settings.spool_max_age_s)
@@ -105,7 +105,7 @@ def _latest_points(receiver, name: str) -> dict[str, float]:
 def test_exporter_fault(fault, llm, receiver, monkeypatch, caplog, baseline_turn_s, tmp_path):
     from hermes_otel import runtime
     from hermes_otel.exporters.health import health
-    from hermes_otel.exporters.spool import stats
+    from hermes_otel.exporters.spool.store import stats
 
     factory, timeout_ms, undelivered, spool_on = FAULTS[fault]
     server = factory() if factory else None

@@ -1,7 +1,7 @@
 """Our own bugs fail open: faults injected into the span and attribute code under a real Hermes run.
 
 Every way our telemetry code touches a span goes through the OpenTelemetry SDK's `Tracer.start_span` /
-`Span.*` (and content goes through `hermes_otel.content`); each injection makes one of them raise on
+`Span.*` (and content goes through `hermes_otel.redaction.content`); each injection makes one of them raise on
 every call. With third-party middleware that misbehaves in the documented ways (mw_beta) next to a
 well-behaved one (mw_alpha), Hermes must answer exactly as it does without the fault: same provider
 calls, the tool run once with its result unchanged, Hermes's own fail-open handling of mw_beta intact.
@@ -14,8 +14,8 @@ import logging
 import pytest
 from opentelemetry.sdk import trace as sdk_trace
 
-from hermes_otel import content
 from hermes_otel.emitter import Emitter
+from hermes_otel.redaction import content
 from hermes_otel.testing.fake_llm import Reply, ToolCall
 from tests.harness.hermes import run_agent
 

@@ -17,7 +17,7 @@ def test_fallback_to_registered_middleware(traced, llm, receiver, monkeypatch, c
     from hermes_cli.plugins import discover_plugins, get_plugin_manager
 
     from hermes_otel import plugin
-    from hermes_otel.instrumentation.hermes import HermesInstrumentor
+    from hermes_otel.capture.instrumentor import HermesInstrumentor
 
     HermesInstrumentor().uninstrument()
     monkeypatch.setattr(HermesInstrumentor, "available", staticmethod(lambda: False))

@@ -110,7 +110,7 @@ def live(llm) -> Iterator[dict]:
 
 
 def _empty_spool(home: Path) -> None:
-    from hermes_otel.exporters.spool import open_spool
+    from hermes_otel.exporters.spool.store import open_spool
 
     spool = open_spool(home / "otel" / "spool", 1 << 30, 1e9)
     for entry in spool.entries():

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel.demo import DEMO_PLUGIN
-from hermes_otel.enable import SUPPORTED, support
+from hermes_otel.cli.demo import DEMO_PLUGIN
+from hermes_otel.cli.enable import SUPPORTED, support
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
 from tests.harness.hermes import BIN, clean_env, hermes_chat, write_home
 from tests.harness.otlp_receiver import OTLPReceiver

@@ -10,7 +10,8 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from hermes_otel.exporters.atof import (
+from hermes_otel.exporters.health import health
+from hermes_otel.exporters.relay.atof import (
     AtofSpanProcessor,
     FileSink,
     FileSinkConfig,
@@ -20,7 +21,6 @@ from hermes_otel.exporters.atof import (
     timestamp,
     uuid7,
 )
-from hermes_otel.exporters.health import health
 from tests.harness.http_sink import HttpSink
 
 UUID_V7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -205,7 +205,7 @@ def test_relay_activation_failure_is_reported_once(caplog):
     pytest.importorskip("nemo_relay")
     import logging
 
-    from hermes_otel.exporters.relay_native import activate
+    from hermes_otel.exporters.relay.native import activate
 
     caplog.set_level(logging.DEBUG, logger="hermes_otel")
     bad = {"kind": "observability", "enabled": True, "config": {"version": 1}}  # Relay 0.10 rejects version 1

@@ -10,7 +10,7 @@ from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExp
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from hermes_otel import _log
+from hermes_otel._internal import log as _log
 from hermes_otel.emitter import Emitter
 from hermes_otel.exporters import health as health_module
 from hermes_otel.exporters.health import health

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-m", "hermes_otel.cli"]
+CLI = [sys.executable, "-m", "hermes_otel.cli.main"]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

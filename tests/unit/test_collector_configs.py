@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hermes_otel import catalog
+from docsgen import catalog
 from hermes_otel.semconv import DURATION_BUCKETS
 from tests.harness import collector as cc
 from tests.harness import otelcol
@@ -122,7 +122,7 @@ def test_gateway_routes_by_trace_id():
 
 
 def test_replay_reads_the_embedded_default_files():
-    from hermes_otel.exporters.file import file_paths
+    from hermes_otel.exporters.file.exporter import file_paths
 
     receivers = _load("replay files")["receivers"]
     names = {Path(p).name for p in file_paths(Path("/x")).values()}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hermes_otel.config import Problem, find_config_file, load_settings, parse_headers, read_component
-from hermes_otel.masking import masked
+from hermes_otel.redaction.masking import masked
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -234,7 +234,7 @@ enabled = true
 
 
 def test_relay_observability_component_drives_atof(tmp_path):
-    from hermes_otel.exporters.atof import FileSinkConfig, StreamSinkConfig
+    from hermes_otel.exporters.relay.atof import FileSinkConfig, StreamSinkConfig
 
     path = write(tmp_path, RELAY)
     result = load_settings({"ATOF_TOKEN": "t0ken-value"}, path)

@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from hermes_otel.bridge import ObserverBridge
-from hermes_otel.cost import CostLedger, HermesPricing, Price
+from hermes_otel.capture.bridge import ObserverBridge
+from hermes_otel.cost.pricing import CostLedger, HermesPricing, Price
 from hermes_otel.tracking import Tracker
 from tests.unit.modes import MODES, DrainingLogs, DrainingReader, DrainingSpans, emitter_for
 
@@ -443,8 +443,8 @@ def test_turn_subagent_and_session_end_record_carry_their_totals(traced):
 def test_a_pricing_module_that_could_reach_the_network_unseen_is_not_used(hermes, monkeypatch, network, caplog):
     """A Hermes whose pricing calls something we do not know (a new fetcher, an import inside a function) is not
     run at all: costs are unknown, said once."""
-    from hermes_otel import _log
-    from hermes_otel.cost import _unsafe_names
+    from hermes_otel._internal import log as _log
+    from hermes_otel.cost.pricing import _unsafe_names
 
     assert _unsafe_names(hermes.pricing) == []  # 0.19.0's, as installed
 

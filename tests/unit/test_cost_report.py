@@ -11,8 +11,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import set_span_in_context
 
-from hermes_otel import cli, cost_report
-from hermes_otel.exporters.file import JsonFileSpanExporter, RotatingJsonLinesWriter, file_paths
+from hermes_otel.cli import cost_report
+from hermes_otel.cli import main as cli
+from hermes_otel.exporters.file.exporter import JsonFileSpanExporter, RotatingJsonLinesWriter, file_paths
 
 DAY1 = dt.datetime(2026, 11, 30, 23, 0, tzinfo=dt.UTC)
 DAY2 = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
@@ -201,7 +202,7 @@ def test_hostile_values_are_missing_not_errors(tmp_path, capsys):
 
 
 def test_view_shows_cost_next_to_tokens_and_the_turn_total(tmp_path):
-    from hermes_otel import view
+    from hermes_otel.cli import view
 
     writer = RotatingJsonLinesWriter(file_paths(tmp_path)["traces"])
     provider = TracerProvider()
@@ -224,14 +225,14 @@ def test_view_shows_cost_next_to_tokens_and_the_turn_total(tmp_path):
 
 
 def test_format_usd():
-    from hermes_otel.cost import format_usd
+    from hermes_otel.cost.pricing import format_usd
 
     assert [format_usd(x) for x in (0, 0.000078, 0.00068, 0.5, 1, 1234.567, 0.0000004, -0.25)] == [
         "$0", "$0.000078", "$0.00068", "$0.5", "$1.00", "$1,234.57", "<$0.000001", "-$0.25"]
 
 
 def test_demo_says_what_the_turn_cost_or_why_it_is_unknown(recorded, tmp_path):
-    from hermes_otel import demo, view
+    from hermes_otel.cli import demo, view
 
     priced = view.group_traces(view.load_spans(recorded))
     for trace in priced:

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
+from docsgen import catalog
 from grafana import dashboards as generator
-from hermes_otel import catalog
 from tests.harness import dashboards as dq
 from tests.harness.backends import binary
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hermes_otel import catalog
+from docsgen import catalog
+from docsgen.reference import PAGES
 from hermes_otel.config import schema as config_schema
-from hermes_otel.reference import PAGES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -14,7 +14,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 def test_generated_pages_are_current():
     for name, render in PAGES.items():
         committed = (DOCS / name).read_text(encoding="utf-8")
-        assert committed == render(), f"docs/{name} is stale: run `python -m hermes_otel.reference docs`"
+        assert committed == render(), f"docs/{name} is stale: run `python -m docsgen.reference docs`"
 
 
 def test_every_catalog_attribute_is_described():
@@ -44,7 +44,7 @@ def test_architecture_states_the_bounds_of_the_code():
 
 
 def test_reliability_states_the_constants_of_the_code():
-    from hermes_otel.exporters import delivery, resend
+    from hermes_otel.exporters.spool import delivery, resend
 
     text = " ".join((DOCS / "reliability.md").read_text(encoding="utf-8").split())
     for phrase in (

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel import cli, config, telemetry
+from hermes_otel import config, telemetry
+from hermes_otel.cli import main as cli
 from tests.harness.http_sink import HttpSink
 from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
 from tests.harness.otlp_receiver import OTLPReceiver
@@ -62,7 +63,7 @@ def _closed_port() -> int:
 def _fresh_report_once_keys():
     """The runtime checks below report some facts once per process (a missing extra); later tests may expect to
     see them first, so what these tests made is forgotten again."""
-    from hermes_otel import _log
+    from hermes_otel._internal import log as _log
 
     before = set(_log._seen_for_process)
     yield

@@ -46,14 +46,14 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
-from hermes_otel.exporters.file import (
+from hermes_otel.exporters.file.exporter import (
     JsonFileLogExporter,
     JsonFileMetricExporter,
     JsonFileSpanExporter,
     RotatingJsonLinesWriter,
     file_paths,
 )
-from hermes_otel.exporters.otlp_json import decode_spans_json, encode_spans_json
+from hermes_otel.exporters.file.otlp_json import decode_spans_json, encode_spans_json
 
 RESOURCE = Resource.create({"service.name": "hermes-test"})
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel import cli, config, telemetry
-from hermes_otel.exporters import atof
+from hermes_otel import config, telemetry
+from hermes_otel.cli import main as cli
+from hermes_otel.exporters.relay import atof
 
 OTHER = 65534  # nobody
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="making another user's files needs root")

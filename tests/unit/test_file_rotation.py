@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel.exporters.file import RotatingJsonLinesWriter
+from hermes_otel.exporters.file.exporter import RotatingJsonLinesWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSES, WRITES = 8, 300
@@ -39,7 +39,7 @@ def _records(directory: Path) -> tuple[list[dict], int]:
 _WRITER = """
 import os, sys, time
 from pathlib import Path
-from hermes_otel.exporters.file import RotatingJsonLinesWriter
+from hermes_otel.exporters.file.exporter import RotatingJsonLinesWriter
 path, me, writes, start = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 writer = RotatingJsonLinesWriter(path, max_bytes=4096, backups=1000)
 while time.time() < start:  # all processes begin together
@@ -112,7 +112,7 @@ def test_a_rotation_costs_the_same_whatever_the_number_of_backups(tmp_path: Path
 _FULL_DISK = """
 import json, os, resource, sys
 from pathlib import Path
-from hermes_otel.exporters.file import RotatingJsonLinesWriter
+from hermes_otel.exporters.file.exporter import RotatingJsonLinesWriter
 path = Path(sys.argv[1])
 writer = RotatingJsonLinesWriter(path, max_bytes=1 << 20, backups=1)
 soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)

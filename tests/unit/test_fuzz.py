@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_otel import config
+from hermes_otel.cli.view import decode_line, group_traces, load_spans, render
 from hermes_otel.config import relay, schema
-from hermes_otel.view import decode_line, group_traces, load_spans, render
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

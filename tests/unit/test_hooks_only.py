@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from hermes_otel.hooks_only import chat_callbacks
+from hermes_otel.capture.hooks_only import chat_callbacks
 from hermes_otel.tracking import Tracker
 
 TURN = "s1:task:0001"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel import cli, config, telemetry
+from hermes_otel import config, telemetry
+from hermes_otel.cli import main as cli
 from tests.harness.otlp_receiver import OTLPReceiver
 
 OURS = 'version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\n'

@@ -11,9 +11,9 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from hermes_otel import _log
-from hermes_otel import bridge as bridge_module
-from hermes_otel.bridge import KNOWN_HOOKS, ObserverBridge
+from hermes_otel._internal import log as _log
+from hermes_otel.capture import bridge as bridge_module
+from hermes_otel.capture.bridge import KNOWN_HOOKS, ObserverBridge
 from hermes_otel.tracking import Tracker
 from tests.unit.modes import MODES, DrainingLogs, DrainingSpans, emitter_for
 

@@ -3,7 +3,7 @@
 `opentelemetry-exporter-otlp-json-common` is the reference. Telemetry is generated (Hypothesis): spans
 with every attribute type, empty / unicode / huge values, events, links, statuses, kinds, remote parents
 and trace state; log records with every body type; counters, gauges, explicit and exponential histograms
-with exemplars. It goes through the real SDK and our file exporters (hermes_otel/exporters/file.py and
+with exemplars. It goes through the real SDK and our file exporters (hermes_otel/exporters/file/exporter.py and
 otlp_json.py), and each line written must equal, object for object, the reference encoding of the same
 slice of the batch.
 
@@ -50,7 +50,7 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
-from hermes_otel.exporters.file import (
+from hermes_otel.exporters.file.exporter import (
     JsonFileLogExporter,
     JsonFileMetricExporter,
     JsonFileSpanExporter,

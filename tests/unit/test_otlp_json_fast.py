@@ -40,7 +40,7 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
-from hermes_otel.exporters.otlp_json import (
+from hermes_otel.exporters.file.otlp_json import (
     _encode_logs_json_reference,
     _encode_spans_json_reference,
     encode_logs_json,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_otel.content import redact_text, sanitize
+from hermes_otel.redaction.content import redact_text, sanitize
 
 # shape -> (text as it appears, the part that must never be exported)
 SHAPES = {
@@ -85,7 +85,7 @@ def test_ordinary_text_is_left_alone(text):
      ("http://u:pw-9999@h:1/v1/traces?api_key=abc123", "pw-9999")],
 )
 def test_doctor_masks_tokens_anywhere_in_a_url(url, secret):
-    from hermes_otel import cli
+    from hermes_otel.cli import main as cli
 
     shown = cli.masking.mask_url(url) if hasattr(cli, "masking") else cli.config._mask_url(url)
     assert secret not in shown and "****" in shown

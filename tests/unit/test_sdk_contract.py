@@ -13,8 +13,8 @@ from opentelemetry.sdk.metrics import Counter, Histogram
 from opentelemetry.sdk.metrics.export import AggregationTemporality
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation
 
-from hermes_otel.exporters.delivery import OutboxMetricExporter
 from hermes_otel.exporters.health import GuardedMetricExporter
+from hermes_otel.exporters.spool.delivery import OutboxMetricExporter
 
 
 def test_wrappers_present_the_wrapped_exporters_temporality_and_aggregation():

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel import cli, config, telemetry
+from hermes_otel import config, telemetry
+from hermes_otel.cli import main as cli
 from tests.harness.otlp_receiver import OTLPReceiver
 from tests.harness.threads import threads_finish
 
@@ -151,7 +152,7 @@ def test_a_header_table_written_as_an_env_string_is_never_shown(tmp_path, monkey
 def test_whatever_a_library_logs_on_our_behalf_is_masked(caplog):
     """Defence in depth: a remembered secret, a credential pattern or a user:password@ in any message of the
     exporter and SDK loggers is masked, traceback included; control characters are shown escaped."""
-    from hermes_otel.masking import mask_text, remember
+    from hermes_otel.redaction.masking import mask_text, remember
 
     caplog.set_level(logging.DEBUG)
     remember("hcaik_01OTHERSECRET")
@@ -200,7 +201,7 @@ def test_otel_headers_with_control_characters_are_refused_by_key(value):
 
 
 def test_the_remembered_secrets_are_bounded_and_the_newest_always_kept():
-    from hermes_otel import masking
+    from hermes_otel.redaction import masking
 
     for n in range(2000):
         masking.remember(f"filler-secret-{n:05d}")

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel import cli, config, masking, telemetry
-from hermes_otel.exporters import atof
+from hermes_otel import config, telemetry
+from hermes_otel.cli import main as cli
 from hermes_otel.exporters.health import health
+from hermes_otel.exporters.relay import atof
+from hermes_otel.redaction import masking
 
 PACKAGE = Path(__file__).resolve().parents[2] / "hermes_otel"
 SECRETS = {

@@ -1,6 +1,6 @@
 """Every name we emit in a namespace OpenTelemetry owns is a registered name; ours live under `hermes.`.
 
-Derived, not listed: what we emit comes from `hermes_otel.catalog` (which the integration tests hold to
+Derived, not listed: what we emit comes from `docsgen.catalog` (which the integration tests hold to
 real runs), the registry from the installed `opentelemetry-semantic-conventions` (stable and incubating
 modules, read with `ast` so each name's deprecation note is known), and the names the OpenTelemetry
 GenAI helper `opentelemetry-util-genai` emits ahead of the registry from its own module constants and
@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from hermes_otel import bridge, catalog
+from docsgen import catalog
+from hermes_otel.capture import bridge
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 REGISTRY_PACKAGES = (

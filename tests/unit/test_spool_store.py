@@ -28,13 +28,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind
 
-from hermes_otel import view
+from hermes_otel.cli import view
 from hermes_otel.config import OTLPTarget
-from hermes_otel.exporters import delivery
+from hermes_otel.exporters.file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 from hermes_otel.exporters.health import GuardedSpanExporter, health
-from hermes_otel.exporters.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
-from hermes_otel.exporters.resend import send_all, to_request
-from hermes_otel.exporters.spool import Spool, endpoint_key, read_requests, stats
+from hermes_otel.exporters.spool import delivery
+from hermes_otel.exporters.spool.resend import send_all, to_request
+from hermes_otel.exporters.spool.store import Spool, endpoint_key, read_requests, stats
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
 from tests.harness.otlp_receiver import OTLPReceiver
@@ -359,7 +359,7 @@ _WRITE_LIMIT = """
 import json, resource, sys, time
 from hermes_otel import telemetry
 from hermes_otel.config import load_settings
-from hermes_otel.exporters import delivery
+from hermes_otel.exporters.spool import delivery
 from hermes_otel.exporters.health import health
 settings = load_settings({"HERMES_HOME": sys.argv[1], "OTEL_EXPORTER_OTLP_ENDPOINT": sys.argv[2],
                           "OTEL_EXPORTER_OTLP_TIMEOUT": "100", "OTEL_BSP_SCHEDULE_DELAY": "20"}).settings
@@ -443,8 +443,8 @@ def test_a_batch_is_re_sent_with_the_headers_and_compression_configured_now(tmp_
 
 
 def test_doctor_says_what_the_spool_holds_and_what_it_cannot_do(tmp_path: Path) -> None:
+    from hermes_otel.cli.spool import doctor_lines
     from hermes_otel.config import load_settings
-    from hermes_otel.spool_cli import doctor_lines
 
     url = f"{refused_endpoint()}"
     env = {"HERMES_HOME": str(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": url}

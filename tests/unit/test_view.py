@@ -11,8 +11,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Status, StatusCode, Tracer, set_span_in_context
 
-from hermes_otel.exporters.file import JsonFileSpanExporter, RotatingJsonLinesWriter, file_paths
-from hermes_otel.view import group_traces, load_spans, render, select
+from hermes_otel.cli.view import group_traces, load_spans, render, select
+from hermes_otel.exporters.file.exporter import JsonFileSpanExporter, RotatingJsonLinesWriter, file_paths
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-from hermes_otel import cli
-from hermes_otel.exporters.file import JsonFileSpanExporter, RotatingJsonLinesWriter, file_paths
-from hermes_otel.view import group_traces, load_spans, render
+from hermes_otel.cli import main as cli
+from hermes_otel.cli.view import group_traces, load_spans, render
+from hermes_otel.exporters.file.exporter import JsonFileSpanExporter, RotatingJsonLinesWriter, file_paths
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -153,7 +153,7 @@ def _many_traces(path: Path, count: int, spans_per_trace: int = 5) -> None:
 
 
 def test_last_reads_only_the_end_of_the_files(tmp_path, capsys):
-    from hermes_otel.view import read_traces
+    from hermes_otel.cli.view import read_traces
 
     path = tmp_path / "traces.jsonl"
     _many_traces(path, 5000)
@@ -169,7 +169,7 @@ def test_last_reads_only_the_end_of_the_files(tmp_path, capsys):
 
 def test_last_across_rotated_files_and_a_long_turn(tmp_path):
     """A turn that began long before the newest ones still counts by its start; rotated files are read back."""
-    from hermes_otel.view import read_traces
+    from hermes_otel.cli.view import read_traces
 
     directory = tmp_path / "otel"
     directory.mkdir()

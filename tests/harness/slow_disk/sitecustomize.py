@@ -11,7 +11,7 @@ import time
 _DELAY_S = float(os.environ.get("HERMES_OTEL_TEST_SLOW_TRACES_WRITE_S") or 0)
 
 if _DELAY_S > 0:
-    from hermes_otel.exporters import file as _file
+    from hermes_otel.exporters.file import exporter as _file
 
     _write = _file.RotatingJsonLinesWriter.write
 

@@ -1,0 +1,1 @@
+"""Generators of the reference docs and dashboards' names: tools, not part of the wheel."""

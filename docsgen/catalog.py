@@ -1,0 +1,393 @@
+"""Everything the package emits, with a description: the source of docs/telemetry.md.
+
+Tests compare what a real Hermes run emits with this catalog, so a new name
+cannot ship undocumented and the docs cannot describe a name we dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hermes_otel import semconv as sc
+from hermes_otel.capture.bridge import (
+    CONTENT_KEYS,
+    HOOK_ATTR,
+    KNOWN_HOOKS,
+    SCHEMA_ATTR,
+    SESSION_COST_HOOKS,
+    STRING_KEYS,
+)
+from hermes_otel.cost import pricing as cost
+from hermes_otel.middleware import layers as mw
+from hermes_otel.semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
+
+
+@dataclass(frozen=True)
+class SpanDoc:
+    name: str
+    kind: str
+    description: str
+    attributes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MetricDoc:
+    name: str
+    instrument: str
+    unit: str
+    description: str
+    attributes: tuple[str, ...]
+    buckets: tuple[float, ...] = ()
+
+
+ATTRIBUTES: dict[str, str] = {
+    sc.OPERATION: "`invoke_agent`, `chat` or `execute_tool`.",
+    sc.PROVIDER: "GenAI provider, mapped from Hermes's provider id (and base URL for `custom`).",
+    sc.AGENT_NAME: "Always `hermes`.",
+    sc.CONVERSATION_ID: "Hermes session id; the turns of one session share it.",
+    sc.REQUEST_MODEL: "Model of the effective (possibly rewritten) request.",
+    sc.REQUEST_TEMPERATURE: "Request temperature, when set.",
+    sc.REQUEST_TOP_P: "Request top_p, when set.",
+    sc.REQUEST_TOP_K: "Request top_k, when set.",
+    sc.REQUEST_MAX_TOKENS: "`max_tokens` / `max_completion_tokens` / `max_output_tokens`, when set.",
+    sc.REQUEST_SEED: "Request seed, when set.",
+    sc.REQUEST_STOP: "Stop sequences, when set.",
+    sc.REQUEST_FREQUENCY_PENALTY: "Frequency penalty, when set.",
+    sc.REQUEST_PRESENCE_PENALTY: "Presence penalty, when set.",
+    sc.REQUEST_CHOICE_COUNT: "`n`, when set.",
+    sc.REQUEST_STREAM: "Whether the response was streamed (from the request, or Hermes's streamed response object).",
+    sc.RESPONSE_MODEL: "Model named in the provider's response.",
+    sc.RESPONSE_ID: "The provider's response id (non-streamed responses; Hermes's streamed responses carry an id of "
+                    "its own, exported as `hermes.response.id`).",
+    sc.HERMES_RESPONSE_ID: "The id Hermes gave a streamed response (`stream-<uuid>`); not the provider's.",
+    sc.RESPONSE_STUB: "`partial_stream` when the stream broke off and Hermes stood in a stub response (its finish "
+                      "reason is Hermes's, so `gen_ai.response.finish_reasons` is left out).",
+    sc.RESPONSE_FINISH_REASONS: "Finish reason of each choice (or stop reason / status for other APIs).",
+    sc.USAGE_INPUT: "Input (prompt) tokens.",
+    sc.USAGE_OUTPUT: "Output (completion) tokens.",
+    sc.USAGE_CACHE_READ: "Input tokens served from the provider's cache.",
+    sc.USAGE_CACHE_WRITE: "Input tokens written to the provider's cache.",
+    sc.USAGE_REASONING: "Reasoning tokens, when reported.",
+    sc.TOOL_NAME: "Tool name.",
+    sc.TOOL_CALL_ID: "Tool call id from the model's reply.",
+    sc.TOOL_TYPE: "Always `function` for Hermes tools.",
+    sc.SERVER_ADDRESS: "Host of the provider's base URL.",
+    sc.SERVER_PORT: "Port of the provider's base URL.",
+    sc.ERROR_TYPE: "Exception class name, or the tool status (`error`, `blocked`, `cancelled`) "
+                   "/ Hermes's `error_type`.",
+    sc.HTTP_STATUS: "HTTP status of a failed provider call, when the error carries one.",
+    sc.TURN_ID: "Hermes turn id (`{session_id}:{task_id}:{8hex}`).",
+    sc.TASK_ID: "Hermes task id.",
+    sc.PLATFORM: "Hermes platform (`cli`, gateway platform name, ...).",
+    sc.API_REQUEST_ID: "Hermes api_request_id (`{turn_id}:api:{n}`); shared by the retries of one request.",
+    sc.API_ATTEMPT: "1, 2, ... for the attempts of the same api_request_id.",
+    sc.API_MODE: "Hermes api_mode (`chat_completions`, `anthropic_messages`, `codex_responses`, ...).",
+    sc.HERMES_PROVIDER: "Hermes's own provider id, verbatim.",
+    sc.TOOL_STATUS: "Hermes's verdict from `post_tool_call`: `ok`, `error`, `blocked` or `cancelled`.",
+    sc.TURN_COMPLETED: "Whether the turn completed (`on_session_end`).",
+    sc.TURN_INTERRUPTED: "Whether the turn was interrupted (`on_session_end`).",
+    sc.TURN_END_REASON: "Why a turn span was ended by us rather than by Hermes's `on_session_end`: `session_closed` "
+                        "(the session ended first: `on_session_finalize` / `on_session_reset`, or Hermes gave up after "
+                        "its retries, which fires no `on_session_end`), `shutdown` (process exit), `plugin_unloaded`, "
+                        "`ttl` (open longer than the turn TTL), `evicted` (more open turns than the cap).",
+    "gen_ai.token.type": "`input` or `output` (metric attribute).",
+    sc.API_RETRY_COUNT: "From `api_request_error`: retries so far.",
+    sc.API_MAX_RETRIES: "From `api_request_error`: the retry budget.",
+    sc.API_RETRYABLE: "From `api_request_error`: whether Hermes will retry.",
+    sc.API_ERROR_REASON: "From `api_request_error`: Hermes's classification of the failure.",
+    sc.APPROVAL_SURFACE: "`cli`, `gateway` or `smart`.",
+    sc.APPROVAL_PATTERN_KEY: "The dangerous-command pattern that needed approval.",
+    sc.APPROVAL_PATTERN_KEYS: "All matched pattern keys.",
+    sc.APPROVAL_CHOICE: "`once`, `session`, `always`, `deny`, `timeout`, `smart_approve`, `smart_deny`.",
+    sc.APPROVAL_DECIDED_BY: "`aux_llm` for smart approvals.",
+    sc.SUBAGENT_ROLE: "The subagent's role.",
+    sc.SUBAGENT_GOAL_CHARS: "Size of the subagent's goal, in characters (the goal itself is content).",
+    sc.SUBAGENT_STATUS: "The subagent's final status (`subagent_stop`).",
+    sc.SUBAGENT_DURATION_MS: "The subagent's duration as Hermes measured it.",
+    sc.SUBAGENT_CHILD_SESSION: "The subagent's session id (its turns' `gen_ai.conversation.id`).",
+    sc.SUBAGENT_ID: "Hermes's subagent id.",
+    "gen_ai.input.messages": "Content capture (SPAN_ONLY / SPAN_AND_EVENT): the turn's user message, redacted, capped.",
+    "gen_ai.output.messages": "Content capture: the turn's final assistant response, redacted, capped.",
+    "gen_ai.tool.call.arguments": "Content capture: the tool's (effective) arguments, redacted, capped.",
+    "gen_ai.tool.call.result": "Content capture: the tool's result, redacted, capped.",
+    mw.KIND: "Middleware kind: `llm_request`, `tool_request`, `llm_execution`, `tool_execution`.",
+    mw.PLUGIN: "The plugin that registered the callback (its manifest name).",
+    mw.CALLBACK: "The callback's qualified name (`module.qualname`).",
+    mw.INDEX: "Position in the chain, 0 = outermost (for the innermost real call: the number of layers).",
+    mw.OUTCOME: "`ok`, `fail_open` (raised; the chain went on without it or kept the downstream result), "
+    "`short_circuit` (returned without calling next_call) or `error` (a downstream error passed through, "
+    "or it transformed one).",
+    mw.PAYLOAD_CHANGED: "The layer called next_call with a different payload.",
+    mw.CHANGED_KEYS: "Top-level payload keys whose values differ (names only, never values).",
+    mw.SOURCE: "A rewrite's `source` as the middleware returned it (`plugin` when it gave none).",
+    mw.REASON: "A rewrite's `reason`, when given.",
+    mw.NAME: "A rewrite's `name`, when given.",
+    mw.TERMINAL: "On the innermost span of a chain: the real provider or tool call.",
+    "hermes.link.type": "On a turn's span link: `previous_turn`.",
+    cost.USAGE_COST: "Estimated cost of the attempt in USD, by Hermes's own pricing (`estimate_usage_cost`) on its "
+    "normalised usage; absent when unknown. The semantic conventions define no cost attribute yet. Also the "
+    "name of the counter.",
+    cost.USAGE_COST_STATUS: "Hermes's cost status: `estimated`, `included` (a subscription route), `actual` or "
+    "`unknown`.",
+    cost.USAGE_COST_SOURCE: "Where Hermes's price came from: `official_docs_snapshot`, `provider_models_api`, "
+    "`none`, ...",
+    cost.USAGE_PRICING_VERSION: "Hermes's pricing version of the price used (e.g. `anthropic-pricing-2026-05`).",
+    cost.USAGE_COST_REASON: "Why the cost is `unknown`: `not_cached` (Hermes has not fetched this route's prices; "
+    "we never fetch), `no_price`, `no_usage`, `pricing_unavailable`.",
+    cost.TURN_COST: "The turn's total in USD: every priced attempt in its trace, subagents and failed attempts "
+    "that used tokens included.",
+    cost.TURN_COST_STATUS: "`estimated`, `included`, `partial` (some attempts could not be priced) or `unknown`.",
+    cost.SUBAGENT_COST: "The subagent's total in USD (its whole subtree).",
+    cost.SUBAGENT_COST_STATUS: "As for the turn: `estimated`, `included`, `partial` or `unknown`.",
+    cost.SESSION_COST: "On the session's end records: the session's total so far in USD (its subagents' included, "
+    "as Hermes counts them).",
+    cost.SESSION_COST_STATUS: "As for the turn: `estimated`, `included`, `partial` or `unknown`.",
+    cost.PROFILE: "The Hermes profile the process runs (`default`, a profile name, or `custom`).",
+    "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof` or `relay` (metric attribute).",
+    "hermes.otel.spool.reason": "Why a spooled batch was removed unsent: `size` or `age` (over `spool_max_mb` / "
+    "`spool_max_age`), `rejected` (the endpoint refused it as malformed: HTTP 400, 413, 422 or gRPC INVALID_ARGUMENT), "
+    "`unreadable` (no readable request in it) (metric attribute).",
+}
+
+SPANS: tuple[SpanDoc, ...] = (
+    SpanDoc(
+        "invoke_agent hermes",
+        "INTERNAL",
+        "One per user turn, the root of its trace: from the turn's first hook or middleware call to `on_session_end`. "
+        "Links to the previous turn's root of the same session. Only a turn Hermes reports completed is not an error: "
+        "interrupted, incomplete, given up after failed provider attempts, or ended by us (`hermes.turn.end_reason`) "
+        "is status ERROR with `error.type` (`interrupted`, the failed attempt's error type, `incomplete`, or the end "
+        "reason).",
+        (sc.OPERATION, sc.AGENT_NAME, sc.CONVERSATION_ID, sc.TURN_ID, sc.TASK_ID, sc.PLATFORM, sc.REQUEST_MODEL,
+         sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, sc.ERROR_TYPE, "gen_ai.input.messages",
+         "gen_ai.output.messages", cost.TURN_COST, cost.TURN_COST_STATUS, cost.PROFILE),
+    ),
+    SpanDoc(
+        "chat {gen_ai.request.model}",
+        "CLIENT",
+        "One per provider attempt, around Hermes's whole `llm_execution` chain. A failed attempt is ERROR with an "
+        "`exception` event; retries of the same request share `hermes.api_request.id`.",
+        (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.REQUEST_TEMPERATURE, sc.REQUEST_TOP_P, sc.REQUEST_TOP_K,
+         sc.REQUEST_MAX_TOKENS, sc.REQUEST_SEED, sc.REQUEST_STOP, sc.REQUEST_FREQUENCY_PENALTY,
+         sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_CHOICE_COUNT, sc.REQUEST_STREAM, sc.RESPONSE_MODEL, sc.RESPONSE_ID,
+         sc.HERMES_RESPONSE_ID, sc.RESPONSE_STUB, sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT,
+         sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
+         sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
+         sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
+         sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON, cost.USAGE_COST, cost.USAGE_COST_STATUS,
+         cost.USAGE_COST_SOURCE, cost.USAGE_PRICING_VERSION, cost.USAGE_COST_REASON),
+    ),
+    SpanDoc(
+        "execute_tool {gen_ai.tool.name}",
+        "INTERNAL",
+        "One per tool call, around the `tool_execution` chain (once per call, also for parallel batches, where "
+        "Hermes runs the chain twice). Status from `post_tool_call`; a call blocked before execution still gets one.",
+        (sc.OPERATION, sc.TOOL_NAME, sc.TOOL_CALL_ID, sc.TOOL_TYPE, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
+         sc.TOOL_STATUS, sc.ERROR_TYPE, sc.HTTP_STATUS, "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"),
+    ),
+    SpanDoc(
+        "approval",
+        "INTERNAL",
+        "The time an approval decision takes (`pre_approval_request` to `post_approval_response`), under the "
+        "tool call it guards. ERROR when denied or timed out; the tool then shows `hermes.tool.status=blocked`.",
+        (sc.APPROVAL_SURFACE, sc.APPROVAL_PATTERN_KEY, sc.APPROVAL_PATTERN_KEYS, sc.APPROVAL_CHOICE,
+         sc.APPROVAL_DECIDED_BY, sc.TURN_ID, sc.TOOL_CALL_ID),
+    ),
+    SpanDoc(
+        "subagent {hermes.subagent.role}",
+        "INTERNAL",
+        "A subagent's life (`subagent_start` to `subagent_stop`) under the parent's `delegate_task` tool span; "
+        "the child's turn roots nest under it.",
+        (sc.SUBAGENT_ROLE, sc.SUBAGENT_GOAL_CHARS, sc.SUBAGENT_STATUS, sc.SUBAGENT_DURATION_MS,
+         sc.SUBAGENT_CHILD_SESSION, sc.SUBAGENT_ID, sc.CONVERSATION_ID, cost.SUBAGENT_COST, cost.SUBAGENT_COST_STATUS),
+    ),
+)
+
+_LAYER_ATTRS = (mw.KIND, mw.PLUGIN, mw.CALLBACK, mw.INDEX, mw.OUTCOME, mw.PAYLOAD_CHANGED, mw.CHANGED_KEYS,
+                 sc.ERROR_TYPE, sc.HTTP_STATUS)
+MIDDLEWARE_SPANS: tuple[SpanDoc, ...] = (
+    SpanDoc(
+        "{hermes.middleware.kind} {hermes.middleware.plugin}",
+        "INTERNAL",
+        "One per registered `llm_execution` / `tool_execution` callback, nested in chain order inside the "
+        "`chat` / `execute_tool` span; a failed layer is ERROR with an `exception` event. For a concurrent "
+        "tool batch Hermes runs the chain twice, nested: both passes appear inside the one `execute_tool`.",
+        _LAYER_ATTRS,
+    ),
+    SpanDoc(
+        "provider_call {model} / tool_call {tool}",
+        "INTERNAL",
+        "The real provider or tool call, innermost in a chain (only when layers exist), so each layer's "
+        "self time is visible.",
+        (mw.KIND, mw.INDEX, mw.TERMINAL, sc.ERROR_TYPE, sc.HTTP_STATUS),
+    ),
+)
+
+EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    mw.REWRITE_EVENT: (
+        "On `chat` (llm_request) or `execute_tool` (tool_request), one per replacement, in order; the list "
+        "equals the `middleware_trace` Hermes hands to observers for the same call.",
+        (mw.KIND, mw.PLUGIN, mw.CALLBACK, mw.INDEX, mw.CHANGED_KEYS, mw.SOURCE, mw.REASON, mw.NAME),
+    ),
+    mw.FAILURE_EVENT: (
+        "A request-middleware callback raised (Hermes skipped it).",
+        (mw.KIND, mw.PLUGIN, mw.CALLBACK, mw.INDEX, sc.ERROR_TYPE, sc.HTTP_STATUS),
+    ),
+    "exception": ("The standard exception event on a failed span.", ()),
+}
+
+_CALL_METRIC_ATTRS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.SERVER_ADDRESS, sc.ERROR_TYPE)
+
+METRICS: tuple[MetricDoc, ...] = (
+    MetricDoc(
+        "gen_ai.client.operation.duration", "histogram", "s", "Duration of each provider attempt.",
+        _CALL_METRIC_ATTRS, DURATION_BUCKETS,
+    ),
+    MetricDoc(
+        "gen_ai.client.token.usage", "histogram", "{token}", "Tokens per provider call, by `gen_ai.token.type`.",
+        (*_CALL_METRIC_ATTRS[:-1], "gen_ai.token.type"), TOKEN_BUCKETS,
+    ),
+    MetricDoc(
+        "gen_ai.execute_tool.duration", "histogram", "s", "Duration of each tool call.",
+        (sc.OPERATION, sc.TOOL_NAME, sc.ERROR_TYPE), DURATION_BUCKETS,
+    ),
+    MetricDoc(
+        "gen_ai.invoke_agent.duration", "histogram", "s", "Duration of each agent turn.",
+        (sc.OPERATION, sc.AGENT_NAME), AGENT_BUCKETS,
+    ),
+    MetricDoc(
+        "hermes.tool.calls", "counter", "{call}", "Tool calls by tool and Hermes's status (`post_tool_call`).",
+        (sc.TOOL_NAME, sc.TOOL_STATUS),
+    ),
+    MetricDoc(
+        "hermes.api.errors", "counter", "{error}", "Failed provider attempts by reason and HTTP status.",
+        (sc.API_ERROR_REASON, sc.HTTP_STATUS),
+    ),
+    MetricDoc(
+        "hermes.approvals", "counter", "{decision}", "Approval decisions by choice and surface.",
+        (sc.APPROVAL_CHOICE, sc.APPROVAL_SURFACE),
+    ),
+    MetricDoc(
+        "hermes.middleware.duration", "histogram", "s",
+        "Time in one execution-middleware layer, downstream included.", (mw.KIND, mw.PLUGIN, mw.OUTCOME),
+        DURATION_BUCKETS,
+    ),
+    MetricDoc(
+        "hermes.middleware.failures", "counter", "{failure}", "Middleware callbacks that raised and were skipped.",
+        (mw.KIND, mw.PLUGIN),
+    ),
+    MetricDoc(
+        "hermes.middleware.rewrites", "counter", "{rewrite}", "Request-middleware payload replacements.",
+        (mw.KIND, mw.SOURCE),
+    ),
+    MetricDoc(
+        "hermes.otel.exporter.dropped", "counter", "{item}",
+        "Telemetry items hermes-otel could not deliver (failed exports after retries, full export queues, observer "
+        "records the full records queue refused), by signal (`traces`, `logs`, `metrics` always, 0 when healthy; "
+        "`atof` and `relay` once they drop).",
+        ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        cost.COST_METRIC, "counter", cost.COST_UNIT,
+        "Estimated cost in USD of provider attempts (those Hermes could price), with an exemplar pointing at the "
+        "attempt's span.",
+        (sc.PROVIDER, sc.REQUEST_MODEL, sc.PLATFORM, cost.PROFILE, sc.SUBAGENT_ROLE),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.size", "gauge", "By",
+        "Bytes of undelivered telemetry waiting in the spool (`$HERMES_HOME/otel/spool`), by signal, as this "
+        "process last counted them (with the spool on and an OTLP endpoint).", ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.spooled", "counter", "{batch}",
+        "Batches this process wrote to the spool: not delivered after the exporter's retries, still unacknowledged "
+        "at exit, or beyond what a slow endpoint could take.", ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.replayed", "counter", "{batch}",
+        "Spooled batches this process re-sent and the endpoint acknowledged (whichever process spooled them).",
+        ("hermes.otel.signal",),
+    ),
+    MetricDoc(
+        "hermes.otel.spool.evicted", "counter", "{batch}",
+        "Spooled batches this process removed unsent, by reason.",
+        ("hermes.otel.signal", "hermes.otel.spool.reason"),
+    ),
+)
+
+# Attributes some log records carry beyond the payload's own: hook -> attributes.
+LOG_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    hook: (cost.SESSION_COST, cost.SESSION_COST_STATUS) for hook in sorted(SESSION_COST_HOOKS)
+}
+
+RESOURCE: dict[str, str] = {
+    "service.name": "`hermes-agent` unless configured.",
+    "service.version": "The installed hermes-agent version.",
+    "service.instance.id": "A UUID per process.",
+    "host.name": "Host name.",
+    "process.pid": "Process id.",
+    "hermes.version": "The installed hermes-agent version.",
+    "hermes.otel.version": "This package's version.",
+}
+
+
+def telemetry_markdown() -> str:
+    out = [
+        "# Telemetry reference",
+        "",
+        "<!-- Generated by `python -m docsgen.reference`; do not edit by hand. -->",
+        "",
+        "Names follow the OpenTelemetry GenAI semantic conventions; `hermes.*` names are ours.",
+        "Every name below is emitted by the package, and nothing else is (a test checks both ways).",
+        "",
+        "## Spans",
+        "",
+    ]
+    for span in (*SPANS, *MIDDLEWARE_SPANS):
+        out += [f"### `{span.name}` ({span.kind})", "", span.description, ""]
+        out += _table((a, ATTRIBUTES[a]) for a in span.attributes) + [""]
+    out += ["## Span events", ""]
+    for name, (description, attrs) in EVENTS.items():
+        out += [f"### `{name}`", "", description, ""]
+        if attrs:
+            out += _table((a, ATTRIBUTES[a]) for a in attrs) + [""]
+    out += [
+        "## Log records",
+        "",
+        "Every observer hook call is one OTLP log record, in order, named `hermes.observer.<hook>` (its",
+        "`event_name`), with the trace and span ids of the span it belongs to (the tool call, else the turn).",
+        "Hooks: " + ", ".join(f"`{h}`" for h in sorted(KNOWN_HOOKS)) + "; a hook Hermes adds later is",
+        "exported the same way and reported once.",
+        "",
+        "| attribute | meaning |",
+        "|---|---|",
+        f"| `{HOOK_ATTR}` | The hook name. |",
+        f"| `{SCHEMA_ATTR}` | The payload's `telemetry_schema_version` (`unknown` when missing). |",
+        "| `hermes.<key>` | For the payload keys " + ", ".join(f"`{k}`" for k in STRING_KEYS)
+        + " (ids and short enum-like strings), and for every other boolean or numeric field of the payload "
+        "(durations, counts, flags). Never content: a number in a content field is not exported either. |",
+        "",
+        "The records of " + ", ".join(f"`{h}`" for h in LOG_ATTRIBUTES) + " (a turn's end, the session's end) "
+        "also carry the session's cost so far:",
+        "",
+        *_table((a, ATTRIBUTES[a]) for a in sorted({a for attrs in LOG_ATTRIBUTES.values() for a in attrs})),
+        "",
+        "The body holds content only under capture (`EVENT_ONLY`, `SPAN_AND_EVENT`): the payload's "
+        + ", ".join(f"`{k}`" for k in CONTENT_KEYS)
+        + " fields, redacted and capped. Conversation history is never exported.",
+        "",
+    ]
+    out += ["## Metrics", "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]
+    for m in METRICS:
+        names = ", ".join(f"`{a}`" for a in m.attributes)
+        buckets = ", ".join(f"{b:g}" for b in m.buckets)
+        out.append(f"| `{m.name}` | {m.instrument} | `{m.unit}` | {names} | {buckets} |")
+    out += ["", "Metric attributes are low-cardinality only: never session, turn, request or call ids.", ""]
+    out += ["## Resource", ""] + _table(RESOURCE.items())
+    out += ["", "## Attributes", ""] + _table(sorted(ATTRIBUTES.items()))
+    return "\n".join(out) + "\n"
+
+
+def _table(rows) -> list[str]:
+    """A two-column markdown table of (name, meaning) rows."""
+    return ["| attribute | meaning |", "|---|---|"] + [f"| `{name}` | {meaning} |" for name, meaning in rows]

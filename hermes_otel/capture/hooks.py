@@ -1,0 +1,53 @@
+"""Observer-hook registration: one generic callback per hook Hermes knows.
+
+Each callback reads the live bridge at call time (so a reload swaps it
+without re-registering), never raises, and returns None: observers must not
+inject context, block a tool or change a result.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .. import runtime
+from .._internal.safety import report, safely
+from .bridge import KNOWN_HOOKS
+
+_SESSION_END = frozenset({"on_session_finalize", "on_session_reset"})
+
+
+def hook_names() -> list[str]:
+    """Every hook this Hermes defines (its VALID_HOOKS), else the ones we know."""
+    try:
+        from hermes_cli.plugins import VALID_HOOKS
+
+        names = set(VALID_HOOKS)
+    except Exception:  # noqa: BLE001 - another Hermes: fall back to ours
+        names = set(KNOWN_HOOKS)
+    return sorted(names)
+
+
+def _callback(name: str) -> Callable[..., None]:
+    def on_hook(**payload: Any) -> None:
+        bridge = runtime.current_bridge()
+        if bridge is not None:
+            try:
+                bridge.on_hook(name, payload)
+            except Exception as exc:  # noqa: BLE001 - never into Hermes
+                report(bridge.on_hook, exc)
+        if name in _SESSION_END:
+            # The real end of a session (CLI exit, gateway /new or expiry): start a
+            # bounded flush in the background. The gateway fires this on its event
+            # loop, so we never wait here; process exit has its own bounded flush.
+            threading.Thread(target=safely, args=(runtime.flush,), name="hermes-otel-session-flush",
+                             daemon=True).start()
+        return None
+
+    on_hook.__name__ = on_hook.__qualname__ = f"hermes_otel_{name}"
+    return on_hook
+
+
+def callbacks(names: Iterable[str] | None = None) -> dict[str, Callable[..., None]]:
+    return {name: _callback(name) for name in (hook_names() if names is None else names)}

@@ -1,0 +1,141 @@
+"""`hermes-otel enable` / `disable`: hermes_otel in (or out of) Hermes's plugin allow-list, on every supported Hermes.
+
+`hermes plugins enable hermes_otel --no-allow-tool-override` is tried first. Hermes 0.16.0 and 0.17.0
+cannot enable an entry-point plugin that way (no such flag, and their enable command sees only
+directory and bundled plugins, although their loader loads entry points listed in `plugins.enabled`).
+There the allow-list is edited with Hermes's own functions (`hermes_cli.plugins_cmd`), in a process of
+its own, so config.yaml is written exactly as `hermes plugins enable` writes it.
+
+Also: which telemetry this Hermes gets (`support()`), for `doctor`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+PLUGIN = "hermes_otel"
+SUPPORTED = ("0.16.0", "0.17.0", "0.18.2", "0.19.0")  # each tested by `make test-matrix`
+SUPPORTED_RANGE = "0.16.0 to 0.19.x"  # as pyproject's `hermes` extra states it
+
+
+def hermes_executable() -> str | None:
+    """The `hermes` command of this environment, else the one on PATH."""
+    candidate = Path(sys.executable).with_name("hermes")
+    return str(candidate) if candidate.exists() else shutil.which("hermes")
+
+
+def enable(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+    return _switch("enable", env, out or sys.stdout)
+
+
+def disable(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+    return _switch("disable", env, out or sys.stdout)
+
+
+def _switch(action: str, env: Mapping[str, str] | None, out: TextIO) -> int:
+    env = dict(os.environ if env is None else env)
+    hermes = hermes_executable()
+    if hermes is None:
+        print(f"hermes-otel {action}: the `hermes` command was not found in this environment", file=out)
+        return 1
+    command = [hermes, "plugins", action, PLUGIN] + (["--no-allow-tool-override"] if action == "enable" else [])
+    shown = " ".join(["hermes", *command[1:]])
+    tried = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    lines = [line.strip() for line in (tried.stdout + tried.stderr).splitlines() if line.strip()] or ["no output"]
+    said = lines[-1]  # on failure the error ends the output
+    if tried.returncode == 0:
+        said = lines[0]  # "✓ Plugin hermes_otel enabled. Takes effect on next session."
+        print(f"hermes-otel {action}: ran `{shown}`: {said}", file=out)
+        return 0
+    # Hermes's own enable command could not (0.16.0 / 0.17.0: entry-point plugins are invisible to it).
+    written = subprocess.run([sys.executable, "-m", __name__, "--write", action], env=env,
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    try:
+        result = json.loads(written.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        print(f"hermes-otel {action}: `{shown}` failed ({said}), and so did editing the allow-list with Hermes's "
+              f"own config functions:\n{(written.stdout + written.stderr).strip()[-2000:]}", file=out)
+        return 1
+    path = result["path"]
+    if result["state"] != action + "d":
+        print(f"hermes-otel {action}: `{shown}` failed ({said}); editing the plugin lists of {path} did not take "
+              f"effect (Hermes reads {PLUGIN} as {result['state']})", file=out)
+        return 1
+    if not result["changed"]:
+        done = f"{PLUGIN} is already {action}d in {path}; nothing changed"
+    elif action == "enable":
+        done = f"added {PLUGIN} to plugins.enabled in {path} (with Hermes's own config functions, as its enable " \
+               "command writes it); takes effect on the next session"
+    else:
+        done = f"moved {PLUGIN} from plugins.enabled to plugins.disabled in {path} (with Hermes's own config " \
+               "functions, as its disable command writes it); takes effect on the next session"
+    print(f"hermes-otel {action}: `{shown}` does not work on this Hermes ({said}); {done}", file=out)
+    return 0
+
+
+def _write(action: str) -> dict[str, object]:
+    """In a process of its own: the allow-list edit of Hermes's `cmd_enable` / `cmd_disable`."""
+    from hermes_cli import plugins_cmd
+    from hermes_cli.config import get_config_path
+
+    enabled, disabled = plugins_cmd._get_enabled_set(), plugins_cmd._get_disabled_set()
+    if action == "enable":
+        changed = PLUGIN not in enabled or PLUGIN in disabled
+        enabled.add(PLUGIN)
+        disabled.discard(PLUGIN)
+    else:
+        changed = PLUGIN in enabled or PLUGIN not in disabled
+        enabled.discard(PLUGIN)
+        disabled.add(PLUGIN)
+    if changed:
+        plugins_cmd._save_enabled_set(enabled)
+        plugins_cmd._save_disabled_set(disabled)
+    enabled, disabled = plugins_cmd._get_enabled_set(), plugins_cmd._get_disabled_set()
+    state = "disabled" if PLUGIN in disabled or PLUGIN not in enabled else "enabled"
+    return {"changed": changed, "path": str(get_config_path()), "state": state}
+
+
+# -- which telemetry this Hermes gets ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Support:
+    ok: bool
+    text: str
+
+
+def support(version: str | None) -> Support:
+    """What hermes-otel gives on the installed Hermes, in one line (for `doctor`)."""
+    from ..capture.instrumentor import HermesInstrumentor
+
+    if version is None:
+        return Support(False, "hermes-agent is not installed in this environment")
+    mode = ("full telemetry (middleware layers included)" if HermesInstrumentor.available()
+            else "hooks-only telemetry: turn, chat and tool spans from its observer hooks, every observer record; "
+                 "no middleware layer spans (this Hermes has no middleware)")
+    supported = (0, 16, 0) <= _version_key(version) < (0, 20, 0)
+    range_note = "" if supported else f" — untested: hermes-otel supports hermes-agent {SUPPORTED_RANGE}"
+    return Support(supported, f"hermes-agent {version}: {mode}{range_note}")
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split(".")[:3]:
+        digits = "".join(c for c in part if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+if __name__ == "__main__":  # `python -m hermes_otel.cli.enable --write enable|disable` (see _switch)
+    if len(sys.argv) == 3 and sys.argv[1] == "--write" and sys.argv[2] in ("enable", "disable"):
+        print(json.dumps(_write(sys.argv[2])))
+        raise SystemExit(0)
+    raise SystemExit("usage: hermes-otel enable | hermes-otel disable")

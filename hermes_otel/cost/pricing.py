@@ -1,0 +1,501 @@
+"""What did it cost: every chat attempt priced with Hermes's own pricing, rolled up per turn, subagent, session.
+
+Pricing is Hermes's `agent.usage_pricing.estimate_usage_cost` on the attempt's usage as Hermes normalises it
+(`normalize_usage`: input, output, cache read, cache write, reasoning), with the model, provider and base URL
+Hermes prices with, so the numbers equal Hermes's own `/usage` and `session_estimated_cost_usd`.
+
+Hermes's pricing can fetch: OpenRouter's model list, or an endpoint's `/models` (where custom and
+OpenAI-compatible servers publish prices). We never let it: :class:`HermesPricing` runs Hermes's own functions
+against copies of their module scope in which those two fetchers read only what Hermes has already cached (any
+age; Hermes refreshes it itself), and an attempt whose price would need a fetch is `unknown` with the reason
+`not_cached`. Hermes's module is not modified, so its own threads keep fetching as they always did.
+
+Pricing costs 4-40 µs a call (measured; the endpoint-metadata route is the dear one), so it runs where a chat
+attempt's response attributes are built, off the agent's thread. :class:`CostLedger` adds each attempt to its
+turn, its session and, for a subagent's session, to the subagent and up through every ancestor's turn and
+session (Hermes adds a child's cost to its parent's session total too). Totals are read where the turn,
+subagent and session-end telemetry is built, after every attempt before them was priced.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import threading
+import types
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, NamedTuple
+
+from opentelemetry import trace
+
+from .. import semconv as sc
+from .._internal import log as _log
+from .._internal.safety import report
+
+# -- names (documented in catalog.py) --------------------------------------------------------------------------
+USAGE_COST = "hermes.usage.cost"  # USD, on a chat span
+USAGE_COST_STATUS = "hermes.usage.cost_status"
+USAGE_COST_SOURCE = "hermes.usage.cost_source"
+USAGE_PRICING_VERSION = "hermes.usage.pricing_version"
+USAGE_COST_REASON = "hermes.usage.cost_reason"
+TURN_COST = "hermes.turn.cost"
+TURN_COST_STATUS = "hermes.turn.cost_status"
+SUBAGENT_COST = "hermes.subagent.cost"
+SUBAGENT_COST_STATUS = "hermes.subagent.cost_status"
+SESSION_COST = "hermes.session.cost"
+SESSION_COST_STATUS = "hermes.session.cost_status"
+PROFILE = "hermes.profile"
+COST_METRIC = "hermes.usage.cost"
+COST_UNIT = "{USD}"  # an annotation: Prometheus names it hermes_usage_cost_total
+
+# Why an attempt's cost is `unknown` (USAGE_COST_REASON).
+NOT_CACHED = "not_cached"  # Hermes would have to fetch the route's prices; it has not cached them
+NO_PRICE = "no_price"  # Hermes has no price for the route (or for a token bucket the attempt used)
+NO_USAGE = "no_usage"  # the response reported no usage
+UNAVAILABLE = "pricing_unavailable"  # this Hermes has no usable pricing module
+
+REASONS = {
+    NOT_CACHED: "Hermes has not cached this route's prices yet (pricing them would need a network request)",
+    NO_PRICE: "Hermes has no price for this model and provider",
+    NO_USAGE: "the provider reported no token usage",
+    UNAVAILABLE: "this Hermes has no usable pricing module",
+}
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+
+
+class Price(NamedTuple):
+    """One attempt's cost as Hermes estimates it; `amount` is None when unknown."""
+
+    amount: Decimal | None
+    status: str  # estimated | included | actual | unknown (Hermes's CostStatus)
+    source: str = "none"  # Hermes's CostSource
+    version: str | None = None  # Hermes's pricing_version
+    reason: str | None = None  # why unknown
+
+    def attributes(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = {USAGE_COST_STATUS: self.status, USAGE_COST_SOURCE: self.source}
+        if self.amount is not None:
+            attrs[USAGE_COST] = float(self.amount)
+        if self.version:
+            attrs[USAGE_PRICING_VERSION] = self.version
+        if self.reason:
+            attrs[USAGE_COST_REASON] = self.reason
+        return attrs
+
+
+_UNKNOWN = {reason: Price(None, "unknown", reason=reason) for reason in (NOT_CACHED, NO_USAGE, UNAVAILABLE)}
+
+
+class _NotCached(Exception):
+    """Hermes's pricing asked for metadata it would have to fetch."""
+
+
+def _scalar(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _namespace(value: Any, depth: int = 0) -> Any:
+    """Dicts as attribute objects: `normalize_usage` reads provider SDK objects with getattr."""
+    if isinstance(value, Mapping) and depth < 4:
+        return types.SimpleNamespace(**{str(k): _namespace(v, depth + 1) for k, v in value.items()})
+    return value
+
+
+# What Hermes 0.16-0.19's pricing module uses from elsewhere. Anything else (a new fetcher, an import inside a
+# function) could reach the network behind our back: then we do not price at all.
+_STDLIB = frozenset({"re", "dataclasses", "datetime", "decimal", "typing"})
+_KNOWN = {"agent.model_metadata": frozenset({"fetch_endpoint_model_metadata", "fetch_model_metadata"}),
+          "utils": frozenset({"base_url_host_matches"})}
+# Hermes's caches we read (0.16.0 has no on-disk copy of OpenRouter's list; that part is optional).
+_METADATA = (
+    "_normalize_base_url", "_is_openrouter_base_url", "_endpoint_model_metadata_cache", "_model_metadata_cache")
+
+
+def _imports(code: types.CodeType) -> bool:
+    return any(i.opname == "IMPORT_NAME" for i in dis.get_instructions(code)) or any(
+        _imports(c) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def _unsafe_names(module: types.ModuleType) -> list[str]:
+    """What in `module` could call out of it unseen: functions of unknown modules, imports inside its functions."""
+    unsafe = []
+    for name, value in vars(module).items():
+        if name.startswith("__"):
+            continue
+        if isinstance(value, types.FunctionType) and value.__module__ == module.__name__:
+            if _imports(value.__code__):
+                unsafe.append(f"{name} (imports)")
+            continue
+        if isinstance(value, types.ModuleType):
+            origin = value.__name__
+        elif callable(value):
+            origin = getattr(value, "__module__", None) or "?"
+        else:
+            continue  # data: price tables, constants
+        if origin == module.__name__ or origin.split(".")[0] in _STDLIB or name in _KNOWN.get(origin, ()):
+            continue
+        unsafe.append(f"{name} ({origin})")
+    return unsafe
+
+
+def _cache_only_scope(module: types.ModuleType, replacements: Mapping[str, Any]) -> dict[str, Any]:
+    """`module`'s functions rebound to a copy of its globals with `replacements`: the same code, other lookups."""
+    source = vars(module)
+    scope = dict(source)
+    scope.update(replacements)
+    for name, value in source.items():
+        if isinstance(value, types.FunctionType) and value.__globals__ is source:
+            clone = types.FunctionType(value.__code__, scope, value.__name__, value.__defaults__, value.__closure__)
+            clone.__kwdefaults__ = value.__kwdefaults__
+            clone.__dict__.update(value.__dict__)
+            scope[name] = clone
+    return scope
+
+
+class HermesPricing:
+    """Hermes's `estimate_usage_cost` on what Hermes has cached: never a network request.
+
+    Thread-safe; loads Hermes's modules on first use (on the calling thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded: bool | None = None  # None: not tried yet
+        self._estimate: Any = None
+        self._normalize: Any = None
+        self._canonical: Any = None
+        self._metadata: Any = None
+        self._disk: tuple[Any, dict] = (None, {})
+
+    def _load(self) -> bool:
+        if self._loaded is not None:
+            return self._loaded
+        with self._lock:
+            if self._loaded is None:
+                try:
+                    from agent import model_metadata, usage_pricing
+
+                    unsafe = _unsafe_names(usage_pricing)
+                    missing = [name for name in _METADATA if not hasattr(model_metadata, name)]
+                    if unsafe or missing:
+                        _log.once("cost-pricing-unsafe",
+                                  "hermes-otel: costs are unknown: this Hermes's pricing uses %s, which hermes-otel "
+                                  "cannot keep from the network", ", ".join(unsafe + missing) or "?")
+                        self._loaded = False
+                        return False
+                    scope = _cache_only_scope(usage_pricing, {
+                        "fetch_model_metadata": self._openrouter_cached,
+                        "fetch_endpoint_model_metadata": self._endpoint_cached,
+                    })
+                    # A pure function of (model, provider, base_url) and Hermes's constants, called twice per
+                    # price; its URL parsing was most of what pricing cost (`make bench`).
+                    scope["resolve_billing_route"] = functools.lru_cache(maxsize=256)(scope["resolve_billing_route"])
+                    self._metadata = model_metadata
+                    self._estimate = scope["estimate_usage_cost"]
+                    self._normalize = usage_pricing.normalize_usage
+                    self._canonical = usage_pricing.CanonicalUsage
+                    self._loaded = True
+                except Exception:  # noqa: BLE001 - no Hermes, or one without this pricing: costs are unknown
+                    self._loaded = False
+        return self._loaded
+
+    # The two fetchers, as Hermes's pricing sees them: only what Hermes holds already.
+
+    def _endpoint_cached(self, base_url: str, api_key: str = "", force_refresh: bool = False) -> dict:
+        normalized = _endpoint_key(self._metadata, base_url)
+        if not normalized:
+            return {}  # Hermes fetches nothing for these either
+        cached = self._metadata._endpoint_model_metadata_cache.get(normalized)
+        if cached is None:
+            raise _NotCached(normalized)
+        return cached
+
+    def _openrouter_cached(self, force_refresh: bool = False) -> dict:
+        cached = self._metadata._model_metadata_cache  # rebound by Hermes on every refresh: read it each time
+        if cached:
+            return cached
+        disk = self._openrouter_disk()
+        if disk:
+            return disk
+        raise _NotCached("openrouter")
+
+    def _openrouter_disk(self) -> dict:
+        """Hermes's on-disk copy of OpenRouter's list (read again only when the file changes)."""
+        if not hasattr(self._metadata, "_load_model_metadata_disk_cache"):
+            return {}
+        path = self._metadata._get_model_metadata_cache_path()
+        try:
+            stat = path.stat()
+        except OSError:
+            return {}
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        if self._disk[0] != key:
+            self._disk = (key, self._metadata._load_model_metadata_disk_cache() or {})
+        return self._disk[1]
+
+    def canonical_usage(self, usage: Any, provider: str | None, api_mode: str | None) -> Any:
+        """Hermes's CanonicalUsage of a response's usage (or of Hermes's own normalised summary)."""
+        summary = type(usage) is not types.SimpleNamespace and isinstance(usage, Mapping)  # the ABC check last
+        if summary and "cache_read_tokens" in usage:  # post_api_request's summary (hooks mode)
+            return self._canonical(**{key: _int(usage.get(key)) for key in _USAGE_KEYS})
+        return self._normalize(_namespace(usage), provider=provider, api_mode=api_mode)
+
+    def price(self, model: Any, usage: Any, *, provider: Any = None, base_url: Any = None,
+              api_mode: Any = None) -> Price:
+        """The cost of one response's `usage`, as Hermes would estimate it, from cached prices only."""
+        if usage is None:
+            return _UNKNOWN[NO_USAGE]
+        if not self._load():
+            return _UNKNOWN[UNAVAILABLE]
+        provider, base_url, api_mode = _scalar(provider), _scalar(base_url), _scalar(api_mode)
+        try:
+            canonical = self.canonical_usage(usage, provider, api_mode)
+            result = self._estimate(_scalar(model) or "", canonical, provider=provider, base_url=base_url, api_key="")
+        except _NotCached:
+            return _UNKNOWN[NOT_CACHED]
+        except Exception as exc:  # noqa: BLE001 - Hermes's pricing failed on this input: unknown, said once
+            report(self.price, exc)
+            return _UNKNOWN[UNAVAILABLE]
+        status = str(result.status)
+        amount = result.amount_usd if isinstance(result.amount_usd, Decimal) else None
+        return Price(amount, status, str(result.source), result.pricing_version,
+                     NO_PRICE if amount is None else None)
+
+
+@functools.lru_cache(maxsize=64)
+def _endpoint_key(metadata: types.ModuleType, base_url: str) -> str:
+    """Where Hermes caches an endpoint's metadata ("" for none: OpenRouter's and empty URLs); a pure
+    function of the URL, whose parsing was most of what pricing a custom endpoint cost."""
+    normalized = metadata._normalize_base_url(base_url)
+    return "" if not normalized or metadata._is_openrouter_base_url(normalized) else normalized
+
+
+_shared_pricing = HermesPricing()
+
+
+@dataclass
+class Totals:
+    """A roll-up: the sum of the priced attempts, and how many attempts could not be priced."""
+
+    amount: Decimal = Decimal(0)
+    priced: int = 0
+    unknown: int = 0
+    estimated: bool = False  # some attempt was estimated (or reported), not just included
+
+    def add(self, price: Price) -> None:
+        if price.amount is None:
+            self.unknown += 1
+            return
+        self.amount += price.amount
+        self.priced += 1
+        self.estimated = self.estimated or price.status != "included"
+
+    @property
+    def status(self) -> str:
+        """`estimated`, `included` (all included in a subscription), `partial` (some unknown) or `unknown`."""
+        if self.unknown:
+            return "partial" if self.priced else "unknown"
+        return "estimated" if self.estimated else "included"
+
+    def attributes(self, cost_key: str, status_key: str) -> dict[str, Any]:
+        attrs: dict[str, Any] = {status_key: self.status}
+        if self.priced:
+            attrs[cost_key] = float(self.amount)
+        return attrs
+
+
+@dataclass(frozen=True)
+class _Link:
+    parent_session: str
+    parent_turn: str
+    role: str
+
+
+def _profile_name() -> str | None:
+    """The Hermes profile this process runs (one per process: it is HERMES_HOME)."""
+    try:
+        from hermes_cli.profiles import get_active_profile_name
+
+        name = get_active_profile_name()
+        return name if isinstance(name, str) and name else None
+    except Exception:  # noqa: BLE001 - a Hermes without profiles
+        return None
+
+
+class CostLedger:
+    """Prices chat attempts and keeps their totals per turn, subagent and session (bounded maps).
+
+    `record` and the `*_attributes` readers run where telemetry is built (off the agent's thread);
+    `subagent_started` is a dict insert on the hook's thread. Never raises."""
+
+    def __init__(self, meter: Any = None, *, pricing: HermesPricing | None = None, max_entries: int = 4096,
+                 profile: str | None = None) -> None:
+        self._pricing = pricing or _shared_pricing
+        self._max = max_entries
+        self._lock = threading.Lock()
+        self._turns: OrderedDict[str, Totals] = OrderedDict()
+        self._sessions: OrderedDict[str, Totals] = OrderedDict()
+        self._subagents: OrderedDict[str, Totals] = OrderedDict()  # child session id -> its subtree
+        self._links: OrderedDict[str, _Link] = OrderedDict()  # child session id -> where it was delegated from
+        self._profile = profile
+        self._profile_known = profile is not None
+        self._counter = None
+        if meter is not None:
+            self._counter = meter.create_counter(
+                COST_METRIC, unit=COST_UNIT,
+                description="Estimated cost in USD of provider attempts, priced by Hermes's own pricing",
+            )
+
+    @property
+    def profile(self) -> str | None:
+        if not self._profile_known:
+            self._profile, self._profile_known = _profile_name(), True
+        return self._profile
+
+    def subagent_started(self, payload: Mapping[str, Any]) -> None:
+        child = _scalar(payload.get("child_session_id"))
+        if child is None:
+            return
+        link = _Link(_scalar(payload.get("parent_session_id")) or "", _scalar(payload.get("parent_turn_id")) or "",
+                     _scalar(payload.get("child_role")) or "")
+        with self._lock:
+            self._put(self._links, child, link)
+
+    def record(self, span: Any, request: Any, context: Mapping[str, Any], response: Any,
+               attributes: dict[str, Any] | None = None) -> Price | None:
+        """A chat attempt's response: price its usage, put the cost on `span` (into `attributes` instead,
+        when given: the caller sets them with its own), add it to every roll-up."""
+        try:
+            return self._record(span, request, context, response, attributes)
+        except Exception as exc:  # noqa: BLE001 - fail open: the span goes out without a cost
+            report(self.record, exc)
+            return None
+
+    def _record(self, span: Any, request: Any, context: Mapping[str, Any], response: Any,
+                attributes: dict[str, Any] | None) -> Price:
+        if response is None:
+            usage = None
+        elif type(response) is not types.SimpleNamespace and isinstance(response, Mapping):
+            usage = response.get("usage")
+        else:
+            usage = getattr(response, "usage", None)
+        model = _scalar(context.get("model"))  # what Hermes prices with (its agent.model)
+        if model is None and isinstance(request, Mapping):
+            model = _scalar(request.get("model"))
+        provider, base_url = context.get("provider"), context.get("base_url")
+        price = self._pricing.price(model, usage, provider=provider, base_url=base_url,
+                                    api_mode=context.get("api_mode"))
+        if attributes is None:
+            span.set_attributes(price.attributes())
+        else:
+            attributes.update(price.attributes())
+        session, turn = _scalar(context.get("session_id")), _scalar(context.get("turn_id"))
+        role = None
+        with self._lock:
+            if turn:
+                self._total(self._turns, turn).add(price)
+            seen = set()
+            while session and session not in seen:  # this session, then each delegating ancestor's
+                seen.add(session)
+                self._total(self._sessions, session).add(price)
+                link = self._links.get(session)
+                if link is None:
+                    break
+                role = link.role if role is None else role  # the nearest subagent's role labels the metric
+                self._total(self._subagents, session).add(price)
+                if link.parent_turn:
+                    self._total(self._turns, link.parent_turn).add(price)
+                session = link.parent_session
+        if self._counter is not None and price.amount is not None:
+            labels = {sc.PROVIDER: sc.provider_name(provider, base_url)}
+            for key, value in ((sc.REQUEST_MODEL, model), (sc.PLATFORM, _scalar(context.get("platform"))),
+                               (PROFILE, self.profile), (sc.SUBAGENT_ROLE, role)):
+                if value:
+                    labels[key] = value[:128]
+            self._counter.add(float(price.amount), labels, trace.set_span_in_context(span))  # exemplar: the attempt
+        return price
+
+    def turn_attributes(self, turn_id: Any) -> dict[str, Any]:
+        """For the turn's root span at its end: the turn's total (subagents included) and the profile."""
+        with self._lock:
+            totals = self._turns.get(turn_id) if isinstance(turn_id, str) else None
+            attrs = totals.attributes(TURN_COST, TURN_COST_STATUS) if totals is not None else {}
+        if self.profile:
+            attrs[PROFILE] = self.profile
+        return attrs
+
+    def subagent_attributes(self, child_session_id: Any) -> dict[str, Any]:
+        with self._lock:
+            totals = self._subagents.get(child_session_id) if isinstance(child_session_id, str) else None
+            return totals.attributes(SUBAGENT_COST, SUBAGENT_COST_STATUS) if totals is not None else {}
+
+    def session_attributes(self, session_id: Any) -> dict[str, Any]:
+        """For the session's end records: its total so far (its subagents' included, as Hermes counts)."""
+        with self._lock:
+            totals = self._sessions.get(session_id) if isinstance(session_id, str) else None
+            return totals.attributes(SESSION_COST, SESSION_COST_STATUS) if totals is not None else {}
+
+    def adopt(self, other: CostLedger) -> None:
+        """Take over another ledger's totals (configuration reload)."""
+        with other._lock:
+            taken = [(name, getattr(other, name)) for name in ("_turns", "_sessions", "_subagents", "_links")]
+            for name, _ in taken:
+                setattr(other, name, OrderedDict())
+        with self._lock:
+            for name, values in taken:
+                for key, value in values.items():
+                    self._put(getattr(self, name), key, value)
+
+    def _total(self, table: OrderedDict[str, Totals], key: str) -> Totals:
+        totals = table.get(key)
+        if totals is None:
+            totals = Totals()
+            self._put(table, key, totals)
+        else:
+            table.move_to_end(key)
+        return totals
+
+    def _put(self, table: OrderedDict, key: str, value: Any) -> None:
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > self._max:
+            table.popitem(last=False)
+
+
+# -- reading it back (view, hermes-otel cost) ---------------------------------------------------------------------
+
+
+def format_usd(amount: float) -> str:
+    """$1,234.57 from a dollar up, else up to six decimals ($0.002566); never an exponent."""
+    if amount == 0:
+        return "$0"
+    sign, amount = ("-" if amount < 0 else ""), abs(amount)
+    if amount >= 1:
+        return f"{sign}${amount:,.2f}"
+    if amount < 0.000001:
+        return f"{sign}<$0.000001"
+    return f"{sign}$" + f"{amount:.6f}".rstrip("0").rstrip(".")
+
+
+_SHOWN = ((USAGE_COST, USAGE_COST_STATUS, "cost"), (TURN_COST, TURN_COST_STATUS, "total"),
+          (SUBAGENT_COST, SUBAGENT_COST_STATUS, "total"))
+
+
+def describe(attributes: Mapping[str, Any]) -> str | None:
+    """`cost $0.0021` (an attempt), `total $0.0123` (a turn, a subagent), `cost unknown (no price)`, or None."""
+    for key, status_key, label in _SHOWN:
+        status, amount = attributes.get(status_key), attributes.get(key)
+        if status is None and amount is None:
+            continue
+        if isinstance(amount, (int, float)) and not isinstance(amount, bool):
+            return f"{label} {format_usd(amount)}" + (" (partial)" if status == "partial" else "")
+        reason = attributes.get(USAGE_COST_REASON)
+        return f"{label} unknown" + (f" ({str(reason).replace('_', ' ')})" if reason else "")
+    return None

@@ -1,0 +1,445 @@
+"""A NeMo Relay-style forwarding exporter: the same work as ATOF events (atof_version 0.1).
+
+A span processor on our tracer provider turns each span's start and end into
+ATOF `scope` events (sharing a UUIDv7), and each span event (middleware
+rewrites, failures, exceptions) into a `mark`. The agent's thread only
+snapshots the span and enqueues it; events are built, encoded and written or
+streamed on a worker thread, with bounded memory: past the queue limit events
+are dropped and counted (`health.dropped["atof"]`), never waited for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import requests
+from opentelemetry.sdk._logs import LogRecordProcessor
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.trace import StatusCode
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from ... import semconv as sc
+from ..._internal import log as _log
+from ...config.relay import FileSinkConfig, StreamSinkConfig  # the sink configs live with the Relay schema
+from ...middleware import layers as mw
+from ..health import health
+from ..private import open_file as open_private
+from .worker import QueueWorker
+
+ATOF_VERSION = "0.1"
+
+# Hermes ids (span attribute -> ATOF metadata key).
+_METADATA = (
+    (sc.CONVERSATION_ID, "session_id"),
+    (sc.TURN_ID, "turn_id"),
+    (sc.TASK_ID, "task_id"),
+    (sc.API_REQUEST_ID, "api_request_id"),
+    (sc.API_ATTEMPT, "api_attempt"),
+    (sc.TOOL_CALL_ID, "tool_call_id"),
+    (sc.API_MODE, "api_mode"),
+    (sc.HERMES_PROVIDER, "provider"),
+    (sc.PLATFORM, "platform"),
+    (mw.KIND, "middleware_kind"),
+    (mw.PLUGIN, "middleware_plugin"),
+    (mw.OUTCOME, "middleware_outcome"),
+)
+
+
+# -- mapping (pure) ------------------------------------------------------------------
+
+
+def category(name: str, attrs: Mapping[str, Any]) -> str:
+    operation = attrs.get(sc.OPERATION)
+    if operation == sc.OP_AGENT or name.startswith("subagent"):
+        return "agent"
+    if operation == sc.OP_CHAT:
+        return "llm"
+    if operation == sc.OP_TOOL:
+        return "tool"
+    if mw.KIND in attrs:
+        return "function"
+    if name == "approval":
+        return "guardrail"
+    return "custom"
+
+
+def scope_name(name: str, cat: str, attrs: Mapping[str, Any]) -> str:
+    if cat == "llm":
+        return str(attrs.get(sc.PROVIDER) or name)
+    if cat == "tool":
+        return str(attrs.get(sc.TOOL_NAME) or name)
+    if cat == "agent" and attrs.get(sc.OPERATION) == sc.OP_AGENT:
+        return sc.AGENT
+    return name
+
+
+def profile(cat: str, attrs: Mapping[str, Any]) -> dict | None:
+    if cat == "llm":
+        return {"model_name": attrs.get(sc.REQUEST_MODEL)}
+    if cat == "tool":
+        return {"tool_call_id": attrs.get(sc.TOOL_CALL_ID)}
+    return None
+
+
+def timestamp(ns: int) -> str:
+    """RFC 3339 with nanoseconds, UTC (`2026-12-02T08:58:29.279741723+00:00`)."""
+    seconds, nanos = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}+00:00"
+
+
+def uuid7(ms: int, entropy: int) -> str:
+    """A UUIDv7 whose 74 random bits come from `entropy` (the span id), so it is stable per span."""
+    value = (ms & 0xFFFFFFFFFFFF) << 80 | 0x7 << 76 | (entropy >> 62 & 0xFFF) << 64 | 0b10 << 62 | entropy & (2**62 - 1)
+    return str(uuid.UUID(int=value))
+
+
+def _payload(text: Any) -> Any:
+    if not isinstance(text, str):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@dataclass
+class _Snapshot:
+    """What the agent's thread captures of a span: cheap, immutable."""
+
+    phase: str  # "start" | "end"
+    name: str
+    trace_id: int
+    span_id: int
+    parent_id: int | None
+    time_ns: int
+    attributes: dict[str, Any]
+    status: str = "OK"
+    events: Sequence[Any] = ()
+    body: Any = None
+
+
+class EventBuilder:
+    """Snapshots -> ATOF dicts; owns the span-id -> UUID map (one worker thread uses it)."""
+
+    def __init__(self, full_payloads: bool, limit: int = 8192) -> None:
+        self._uuids: OrderedDict[int, str] = OrderedDict()
+        self._roots: OrderedDict[int, str] = OrderedDict()  # trace id -> root uuid
+        self._full = full_payloads
+        self._limit = limit
+
+    def _uuid(self, span_id: int, ms: int | None = None) -> str:
+        known = self._uuids.get(span_id)
+        if known is None:
+            known = uuid7(ms or 0, span_id)
+            self._uuids[span_id] = known
+            if len(self._uuids) > self._limit:
+                self._uuids.popitem(last=False)
+        return known
+
+    def mark(self, snap: _Snapshot) -> dict[str, Any]:
+        """An observer-only happening (a hook with no span of its own) as an ATOF mark."""
+        parent = self._uuids.get(snap.parent_id) if snap.parent_id else None
+        return {
+            "atof_version": ATOF_VERSION,
+            "category": None,
+            "category_profile": None,
+            "data": snap.body if self._full or snap.body is not None else None,
+            "data_schema": None,
+            "kind": "mark",
+            "metadata": {k: list(v) if isinstance(v, tuple) else v for k, v in snap.attributes.items()} or None,
+            "name": snap.name,
+            "parent_uuid": parent,
+            "propagation_root_uuid": self._roots.get(snap.trace_id, parent),
+            "timestamp": timestamp(snap.time_ns),
+            "uuid": uuid7(snap.time_ns // 1_000_000, hash((snap.name, snap.time_ns)) & (2**74 - 1)),
+        }
+
+    def events(self, snap: _Snapshot) -> list[dict[str, Any]]:
+        if snap.phase == "mark":
+            return [self.mark(snap)]
+        attrs = snap.attributes
+        cat = category(snap.name, attrs)
+        own = self._uuid(snap.span_id, snap.time_ns // 1_000_000)
+        parent = self._uuid(snap.parent_id) if snap.parent_id else None
+        if snap.parent_id is None or snap.trace_id not in self._roots:
+            self._roots.setdefault(snap.trace_id, own)
+            if len(self._roots) > self._limit:
+                self._roots.popitem(last=False)
+        root = self._roots.get(snap.trace_id, own)
+        metadata = {key: attrs[attr] for attr, key in _METADATA if attr in attrs}
+        if snap.phase == "end":
+            metadata["otel.status_code"] = snap.status
+            if sc.ERROR_TYPE in attrs:
+                metadata["error_type"] = attrs[sc.ERROR_TYPE]
+        event = {
+            "atof_version": ATOF_VERSION,
+            "attributes": ["streaming"] if attrs.get(sc.REQUEST_STREAM) is True else [],
+            "category": cat,
+            "category_profile": profile(cat, attrs),
+            "data": self._data(cat, snap),
+            "data_schema": None,
+            "kind": "scope",
+            "metadata": metadata or None,
+            "name": scope_name(snap.name, cat, attrs),
+            "parent_uuid": parent,
+            "propagation_root_uuid": root,
+            "scope_category": snap.phase,
+            "timestamp": timestamp(snap.time_ns),
+            "uuid": own,
+        }
+        out = [event]
+        for span_event in snap.events:  # marks, in order, after the scope ends
+            mark_attrs = dict(span_event.attributes or {})
+            out.append(
+                {
+                    "atof_version": ATOF_VERSION,
+                    "category": None,
+                    "category_profile": None,
+                    "data": None,
+                    "data_schema": None,
+                    "kind": "mark",
+                    "metadata": {k: list(v) if isinstance(v, tuple) else v for k, v in mark_attrs.items()} or None,
+                    "name": span_event.name,
+                    "parent_uuid": own,
+                    "propagation_root_uuid": root,
+                    "timestamp": timestamp(span_event.timestamp),
+                    "uuid": uuid7(span_event.timestamp // 1_000_000,
+                                  hash((snap.span_id, span_event.timestamp)) & (2**74 - 1)),
+                }
+            )
+        return out
+
+    def _data(self, cat: str, snap: _Snapshot) -> Any:
+        """Content only where capture (or enable_full_payloads) put it on the span, already redacted."""
+        attrs = snap.attributes
+        if cat == "tool":
+            key = "gen_ai.tool.call.arguments" if snap.phase == "start" else "gen_ai.tool.call.result"
+            return _payload(attrs.get(key))
+        if cat == "agent" and attrs.get(sc.OPERATION) == sc.OP_AGENT:
+            key = "gen_ai.input.messages" if snap.phase == "start" else "gen_ai.output.messages"
+            return _payload(attrs.get(key))
+        return None
+
+
+# -- sinks -----------------------------------------------------------------------------
+
+
+def rename_fields(event: Any, policy: str) -> Any:
+    """`replace_dots`: `otel.status_code` -> `otel_status_code` in every object key."""
+    if policy != "replace_dots":
+        return event
+    if isinstance(event, dict):
+        return {str(k).replace(".", "_"): rename_fields(v, policy) for k, v in event.items()}
+    if isinstance(event, list):
+        return [rename_fields(v, policy) for v in event]
+    return event
+
+
+class FileSink:
+    def __init__(self, config: FileSinkConfig) -> None:
+        self.path = Path(config.output_directory).expanduser() / config.filename
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if config.mode == "overwrite" else os.O_APPEND)
+        self._fd, _ = open_private(self.path, flags)  # events may hold content: ours, 0600, or refused
+
+    def write(self, events: list[dict]) -> None:
+        data = "".join(json.dumps(e, separators=(",", ":"), ensure_ascii=False) + "\n" for e in events)
+        os.write(self._fd, data.encode("utf-8"))
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class StreamSink:
+    """Batches to an HTTP endpoint off the agent's thread, on a `requests.Session` with urllib3's `Retry`
+    (backoff, retried statuses, no redirects: headers may hold credentials); bounded; counts drops."""
+
+    MAX_QUEUE = 10_000
+    BATCH = 500
+    RETRY = Retry(total=2, backoff_factor=0.2, status_forcelist=(429, 500, 502, 503, 504),
+                  allowed_methods=frozenset({"POST"}), redirect=0, raise_on_status=False)
+
+    def __init__(self, config: StreamSinkConfig) -> None:
+        self._config = config
+        self._session = requests.Session()
+        self._session.mount("http://", HTTPAdapter(max_retries=self.RETRY))
+        self._session.mount("https://", HTTPAdapter(max_retries=self.RETRY))
+        self._session.headers.update({
+            "Content-Type": "application/x-ndjson" if config.transport == "ndjson" else "application/json",
+            **config.resolved_headers(),
+        })
+        self._queue: deque[dict] = deque()
+        self._lock = threading.Condition()
+        self._in_flight = 0  # events taken off the queue whose POST has not finished
+        self._closed = False
+        self.sent = 0
+        self._thread = threading.Thread(target=self._run, name="hermes-otel-atof-stream", daemon=True)
+        self._thread.start()
+
+    def write(self, events: list[dict]) -> None:
+        with self._lock:
+            room = self.MAX_QUEUE - len(self._queue)
+            if room < len(events):
+                health.drop("atof", self._config.url, len(events) - max(room, 0))
+                events = events[: max(room, 0)]
+            self._queue.extend(events)
+            self._lock.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closed:
+                    self._lock.wait(0.5)
+                if not self._queue and self._closed:
+                    return
+                batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.BATCH))]
+                self._in_flight = len(batch)
+            try:
+                self._send(batch)
+            finally:
+                with self._lock:
+                    self._in_flight = 0
+                    self._lock.notify_all()
+
+    def _send(self, batch: list[dict]) -> None:
+        policy = self._config.field_name_policy
+        events = [rename_fields(e, policy) for e in batch]
+        if self._config.transport == "ndjson":
+            body = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events).encode()
+        else:
+            body = json.dumps(events, separators=(",", ":")).encode()
+        try:
+            response = self._session.post(self._config.url, data=body, allow_redirects=False,
+                                          timeout=self._config.timeout_millis / 1000)
+        except (requests.RequestException, OSError, ValueError) as exc:
+            reason = type(exc).__name__
+        else:
+            if 200 <= response.status_code < 300:
+                self.sent += len(batch)
+                health.success(self._config.url)
+                return
+            reason = f"HTTP {response.status_code}"
+        health.failure("atof", self._config.url, reason)
+        health.drop("atof", self._config.url, len(batch))
+
+    def flush(self, timeout_s: float) -> bool:
+        """True once every event written so far has been sent (or given up on): queued and in flight."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while self._queue or self._in_flight:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._lock.wait(remaining)
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+
+
+# -- the processor -------------------------------------------------------------------------
+
+
+class AtofSpanProcessor(SpanProcessor):
+    """Span start/end -> ATOF events, built and written on a worker thread."""
+
+    def __init__(self, sinks: Sequence[FileSink | StreamSink], full_payloads: bool = False) -> None:
+        self._sinks = list(sinks)
+        self._builder = EventBuilder(full_payloads)
+        # The worker is the only writer to the sinks, so it also closes them.
+        self._worker = QueueWorker("hermes-otel-atof", self._write, signal="atof", on_exit=self._close_sinks)
+
+    # agent's thread: snapshot and enqueue only
+    def on_start(self, span: ReadableSpan, parent_context: Any = None) -> None:
+        self._worker.submit(_snapshot("start", span, span.start_time or time.time_ns()))
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self._worker.submit(_snapshot("end", span, span.end_time or time.time_ns()))
+
+    # worker thread
+    def _write(self, batch: Sequence[_Snapshot]) -> None:
+        events: list[dict] = []
+        for snap in batch:
+            try:
+                events.extend(self._builder.events(snap))
+            except Exception as exc:  # noqa: BLE001 - one odd span must not stop the stream
+                _log.once(f"atof-build:{type(exc).__name__}", "hermes-otel: ATOF event not built (%s: %s)",
+                          type(exc).__name__, exc)
+        for sink in self._sinks:
+            try:
+                sink.write(events)
+            except Exception as exc:  # noqa: BLE001 - a broken sink is reported, others go on
+                health.dropped["atof"] += len(events)
+                _log.once(f"atof-sink:{id(sink)}", "hermes-otel: ATOF sink failed (%s: %s)", type(exc).__name__, exc)
+
+    def log_processor(self) -> AtofLogProcessor:
+        """Marks for observer-only happenings, from the observer log stream, on the same worker."""
+        return AtofLogProcessor(self._worker)
+
+    def _close_sinks(self) -> None:
+        for sink in self._sinks:
+            sink.close()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        deadline = time.monotonic() + timeout_millis / 1000
+        if not self._worker.wait_idle(deadline - time.monotonic()):
+            return False
+        return all(
+            sink.flush(max(deadline - time.monotonic(), 0)) for sink in self._sinks if isinstance(sink, StreamSink)
+        )
+
+    def shutdown(self) -> None:
+        self.force_flush(2000)
+        self._worker.stop()
+
+
+def _snapshot(phase: str, span: ReadableSpan, at: int) -> _Snapshot:
+    ctx = span.context
+    status = "ERROR" if span.status.status_code is StatusCode.ERROR else "OK"
+    return _Snapshot(
+        phase, span.name, ctx.trace_id, ctx.span_id, span.parent.span_id if span.parent is not None else None, at,
+        dict(span.attributes or {}), status, tuple(span.events) if phase == "end" else (),
+    )
+
+
+# Hooks whose happening is already a scope (start or end of a span) in the ATOF stream.
+SPAN_BACKED_HOOKS = frozenset({
+    "hermes.observer.pre_llm_call", "hermes.observer.on_session_end", "hermes.observer.post_tool_call",
+    "hermes.observer.api_request_error", "hermes.observer.pre_approval_request",
+    "hermes.observer.post_approval_response", "hermes.observer.subagent_start", "hermes.observer.subagent_stop",
+})
+
+
+class AtofLogProcessor(LogRecordProcessor):
+    """Observer log records of hooks without a span of their own -> ATOF marks."""
+
+    def __init__(self, worker: QueueWorker) -> None:
+        self._worker = worker
+
+    def on_emit(self, log_record: Any) -> None:
+        record = log_record.log_record
+        name = record.event_name
+        if not name or name in SPAN_BACKED_HOOKS:
+            return
+        self._worker.submit(_Snapshot(
+            "mark", name, record.trace_id or 0, 0, record.span_id or None, record.timestamp or time.time_ns(),
+            dict(record.attributes or {}), body=record.body,
+        ))
+
+    def shutdown(self) -> None:
+        pass  # the span processor owns the worker
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._worker.wait_idle(timeout_millis / 1000)

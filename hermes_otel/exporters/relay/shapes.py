@@ -1,0 +1,135 @@
+"""Endpoint types of NeMo Relay's `[[components.config.opentelemetry.endpoints]]`, for our spans.
+
+* `full`: every span we emit, every attribute and event, unchanged.
+* `gen_ai`: the GenAI-semantic-convention view only: `invoke_agent`, `chat`,
+  `execute_tool` (and `subagent`, which links a child's turns to the parent's
+  tool call) spans from our own instrumentation; attributes limited to
+  `gen_ai.*`, `server.*`, `error.type` and `http.response.status_code`; only
+  `exception` events. Middleware layers, approvals and foreign spans are left out.
+* `openinference`: every span, plus the OpenInference attributes Arize
+  Phoenix and other OpenInference backends read (`openinference.span.kind`,
+  `llm.*`, `tool.name`, `session.id`, `input.value` / `output.value` when
+  content capture put content on the span), and `openinference.project.name`
+  on the resource (the service name) unless set.
+
+Each endpoint may also override the resource (`service_name`, ...). The work
+happens on the export thread, never on the agent's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from ... import semconv as sc
+
+TYPES = ("full", "gen_ai", "openinference")
+_GEN_AI_OPERATIONS = frozenset({sc.OP_AGENT, sc.OP_CHAT, sc.OP_TOOL})
+_GEN_AI_PREFIXES = ("gen_ai.", "server.")
+_GEN_AI_KEEP = frozenset({sc.ERROR_TYPE, sc.HTTP_STATUS})
+_SCOPE = "hermes_otel"
+
+
+def _copy(span: ReadableSpan, resource: Resource, attributes: Mapping[str, Any], events: Sequence[Any]) -> ReadableSpan:
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=resource,
+        attributes=dict(attributes),
+        events=tuple(events),
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+def gen_ai_view(span: ReadableSpan) -> dict[str, Any] | None:
+    """The attributes of `span` in the gen_ai view, or None when the span is not part of it."""
+    scope = span.instrumentation_scope.name if span.instrumentation_scope else ""
+    attrs = span.attributes or {}
+    if scope != _SCOPE or not (attrs.get(sc.OPERATION) in _GEN_AI_OPERATIONS or span.name.startswith("subagent")):
+        return None
+    return {k: v for k, v in attrs.items() if k.startswith(_GEN_AI_PREFIXES) or k in _GEN_AI_KEEP}
+
+
+_OPENINFERENCE_KINDS: dict[object, str] = {sc.OP_AGENT: "AGENT", sc.OP_CHAT: "LLM", sc.OP_TOOL: "TOOL"}
+
+
+def openinference_attributes(span: ReadableSpan) -> dict[str, Any]:
+    attrs: Mapping[str, Any] = span.attributes or {}
+    kind = _OPENINFERENCE_KINDS.get(attrs.get(sc.OPERATION))
+    if kind is None:
+        kind = "AGENT" if span.name.startswith("subagent") else "GUARDRAIL" if span.name == "approval" else "CHAIN"
+    extra: dict[str, Any] = {"openinference.span.kind": kind}
+    pairs = (
+        (sc.CONVERSATION_ID, "session.id"),
+        (sc.REQUEST_MODEL, "llm.model_name"),
+        (sc.PROVIDER, "llm.provider"),
+        (sc.USAGE_INPUT, "llm.token_count.prompt"),
+        (sc.USAGE_OUTPUT, "llm.token_count.completion"),
+        (sc.TOOL_NAME, "tool.name"),
+        ("gen_ai.input.messages", "input.value"),
+        ("gen_ai.output.messages", "output.value"),
+        ("gen_ai.tool.call.arguments", "input.value"),
+        ("gen_ai.tool.call.result", "output.value"),
+    )
+    for source, target in pairs:
+        if source in attrs:
+            extra[target] = attrs[source]
+    if sc.USAGE_INPUT in attrs and sc.USAGE_OUTPUT in attrs:
+        extra["llm.token_count.total"] = attrs[sc.USAGE_INPUT] + attrs[sc.USAGE_OUTPUT]
+    return extra
+
+
+class ShapedSpanExporter(SpanExporter):
+    """Applies an endpoint type and resource override before handing spans to `inner`."""
+
+    def __init__(self, inner: SpanExporter, endpoint_type: str, resource: Mapping[str, Any] | None = None) -> None:
+        if endpoint_type not in TYPES:
+            raise ValueError(f"endpoint type must be one of {', '.join(TYPES)}, not {endpoint_type!r}")
+        self._inner = inner
+        self._type = endpoint_type
+        self._resource = Resource(dict(resource)) if resource else None
+        self._resources: dict[int, Resource] = {}
+
+    def _resource_for(self, span: ReadableSpan) -> Resource:
+        base = span.resource
+        cached = self._resources.get(id(base))
+        if cached is None:
+            cached = base.merge(self._resource) if self._resource is not None else base
+            if self._type == "openinference" and "openinference.project.name" not in cached.attributes:
+                name = cached.attributes.get("service.name", "default")
+                cached = cached.merge(Resource({"openinference.project.name": name}))
+            self._resources = {id(base): cached}  # one provider, one resource: a single entry suffices
+        return cached
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        shaped = []
+        for span in spans:
+            resource = self._resource_for(span)
+            if self._type == "gen_ai":
+                attrs = gen_ai_view(span)
+                if attrs is None:
+                    continue
+                shaped.append(_copy(span, resource, attrs, [e for e in span.events if e.name == "exception"]))
+            elif self._type == "openinference":
+                attributes = {**(span.attributes or {}), **openinference_attributes(span)}
+                shaped.append(_copy(span, resource, attributes, span.events))
+            else:
+                same = resource is span.resource
+                shaped.append(span if same else _copy(span, resource, span.attributes or {}, span.events))
+        return self._inner.export(shaped) if shaped else SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._inner.force_flush(timeout_millis)

@@ -1,0 +1,331 @@
+"""The spool: batches the OTLP exporters could not deliver, kept on disk until they can be re-sent.
+
+Layout: ``<directory>/<signal>/<created ns>-<pid>-<seq>-<key>.jsonl``, one batch per file, each line one
+OTLP/JSON export request (the encoding of the embedded default files, so ``hermes-otel view FILE`` and the
+Collector's ``otlpjsonfile`` receiver read a spool file). ``<key>`` names the endpoint the batch was meant for
+by a hash (no URL and no credential on disk): a batch is re-sent only to that endpoint.
+
+* Written whole: a temporary hidden file, fsync, then a rename, so a crash never leaves a partial batch under
+  a spool name (a line that is torn anyway, say by a damaged disk, is skipped with one warning).
+* Private: files 0600 in 0700 directories of ours (:mod:`.private`).
+* Bounded: by size (all signals together) and by age; the oldest batches go first, counted by reason.
+* Shared: every process on the same ``$HERMES_HOME`` sees the same spool. A sender claims a batch with an
+  exclusive, non-blocking ``flock`` on its file and removes it, still holding the lock, once the endpoint
+  acknowledged it, so no two processes send the same batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import itertools
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..._internal import log as _log
+from ..private import ensure_dir
+
+SIGNALS = ("traces", "logs", "metrics")
+REASONS = ("size", "age", "rejected", "unreadable")  # why a batch left the spool unsent
+SUFFIX = ".jsonl"
+_NAME = re.compile(r"(\d{19})-(\d+)-(\d+)-([0-9a-f]{16})\.jsonl")
+_OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_OPEN_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+SPOOL_HINT = ("undeliverable telemetry is dropped and counted; make $HERMES_HOME/otel/spool a directory of your own, "
+              "or set spool = false")
+STALE_TEMP_S = 3600.0  # a temporary file this old was left by a crash
+RESCAN_S = 30.0  # how often a writing process recounts what other processes added
+
+
+def endpoint_key(protocol: str, endpoint: str) -> str:
+    """The name of an endpoint in spool file names: a hash, so no URL or credential is written to disk."""
+    return hashlib.sha256(f"{protocol} {endpoint}".encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One spooled batch."""
+
+    signal: str
+    path: Path
+    key: str
+    created_ns: int
+    size: int
+    mtime: float
+
+
+@dataclass
+class Stats:
+    """What this process did with the spool (the `hermes.otel.spool.*` counters)."""
+
+    spooled: Counter[str]
+    replayed: Counter[str]
+    evicted: Counter[tuple[str, str]]  # (signal, reason)
+
+    def __init__(self) -> None:
+        self.spooled, self.replayed, self.evicted = Counter(), Counter(), Counter()
+
+
+stats = Stats()
+
+
+class Spool:
+    """One spool directory; thread-safe; shared with other processes through the file system."""
+
+    def __init__(self, directory: Path, max_bytes: int, max_age_s: float) -> None:
+        self.directory = Path(directory)
+        self.max_bytes = max_bytes
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._seq = itertools.count(1)
+        self._bytes: Counter[str] = Counter()  # signal -> bytes, as of the last scan plus our own changes
+        self._scanned_at = -RESCAN_S  # monotonic time of the last scan (never: scan on first use)
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def put(self, signal: str, key: str, requests: list[dict[str, Any]]) -> int:
+        """Write one batch (its export requests, one per line); returns its size. Raises OSError (a full disk,
+        a read-only or foreign directory: :class:`.private.UnsafePath`)."""
+        data = b"".join(json.dumps(r, separators=(",", ":")).encode("utf-8") + b"\n" for r in requests if r)
+        if not data:
+            return 0
+        folder = self.directory / signal
+        ensure_dir(self.directory, SPOOL_HINT)
+        ensure_dir(folder, SPOOL_HINT)
+        name = f"{time.time_ns():019d}-{os.getpid()}-{next(self._seq)}-{key}{SUFFIX}"
+        temporary = folder / f".{name}.tmp"
+        fd = os.open(temporary, _OPEN_NEW, 0o600)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)  # the rename below must never publish a file whose data is not on disk yet
+        except BaseException:
+            os.close(fd)
+            _unlink(temporary)
+            raise
+        os.close(fd)
+        os.rename(temporary, folder / name)
+        stats.spooled[signal] += 1
+        with self._lock:
+            self._bytes[signal] += len(data)
+            due = sum(self._bytes.values()) > self.max_bytes or time.monotonic() - self._scanned_at >= RESCAN_S
+        if due:
+            self.enforce_caps()
+        return len(data)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def entries(self, signal: str | None = None) -> list[Entry]:
+        """Spooled batches, oldest first (all signals, or one)."""
+        found: list[Entry] = []
+        for sig in (signal,) if signal else SIGNALS:
+            folder = self.directory / sig
+            try:
+                scan = list(os.scandir(folder))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for item in scan:
+                match = _NAME.fullmatch(item.name)
+                if match is None:
+                    if item.name.startswith(".") and item.name.endswith(".tmp"):
+                        _remove_stale(Path(item.path))
+                    continue
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except OSError:
+                    continue  # sent and removed meanwhile
+                found.append(Entry(sig, Path(item.path), match.group(4), int(match.group(1)), st.st_size,
+                                   st.st_mtime))
+        found.sort(key=lambda e: (e.created_ns, e.path.name))
+        return found
+
+    def bytes_by_signal(self) -> dict[str, int]:
+        """Bytes waiting per signal, as this process last counted them (no disk access)."""
+        with self._lock:
+            return {signal: self._bytes.get(signal, 0) for signal in SIGNALS}
+
+    @contextlib.contextmanager
+    def claim(self, entry: Entry) -> Iterator[int | None]:
+        """The batch's file, open and exclusively locked; None when another process holds it or it is gone."""
+        try:
+            fd = os.open(entry.path, _OPEN_READ)
+        except OSError:
+            yield None
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                yield None
+                return
+            yield None if os.fstat(fd).st_nlink == 0 else fd  # nlink 0: sent and removed by another process
+        finally:
+            os.close(fd)
+
+    def remove(self, entry: Entry) -> None:
+        """Remove a claimed batch (call while holding the claim)."""
+        _unlink(entry.path)
+        with self._lock:
+            self._bytes[entry.signal] = max(self._bytes[entry.signal] - entry.size, 0)
+
+    def evict(self, entry: Entry, reason: str) -> bool:
+        """Remove a batch unsent, unless a sender holds it; counted by reason."""
+        with self.claim(entry) as fd:
+            if fd is None:
+                return False
+            self.remove(entry)
+        stats.evicted[(entry.signal, reason)] += 1
+        return True
+
+    # -- caps ----------------------------------------------------------------------------------------
+
+    def enforce_caps(self) -> dict[str, int]:
+        """Evict batches older than the age cap, then the oldest until the size cap holds; returns evictions by
+        reason. Also recounts what other processes added."""
+        entries = self.entries()
+        evicted: Counter[str] = Counter()
+        cutoff = time.time() - self.max_age_s
+        kept = []
+        for entry in entries:
+            if entry.mtime < cutoff and self.evict(entry, "age"):
+                evicted["age"] += 1
+            else:
+                kept.append(entry)
+        total = sum(e.size for e in kept)
+        for entry in list(kept):
+            if total <= self.max_bytes:
+                break
+            if self.evict(entry, "size"):
+                evicted["size"] += 1
+                total -= entry.size
+                kept.remove(entry)
+        with self._lock:
+            self._bytes = Counter()
+            for entry in kept:
+                self._bytes[entry.signal] += entry.size
+            self._scanned_at = time.monotonic()
+        if evicted:
+            _log.once(
+                f"spool-evicted:{self.directory}",
+                "hermes-otel: the spool %s is over its cap (%s); the oldest batches were evicted unsent (%s) and "
+                "counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)",
+                self.directory, f"spool_max_mb {self.max_bytes // (1024 * 1024)}, spool_max_age "
+                f"{self.max_age_s / 86400:g} days", ", ".join(f"{n} by {r}" for r, n in sorted(evicted.items())),
+                per_process=True,
+            )
+        return dict(evicted)
+
+
+def read_requests(path: Path, fd: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    """The export requests of a spool file, and how many lines could not be read (torn or not JSON objects)."""
+    if fd is not None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            raw = handle.read()
+    else:
+        raw = Path(path).read_bytes()
+    requests, bad = [], 0
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(request, dict):
+            requests.append(request)
+        else:
+            bad += 1
+    if bad:
+        _log.once(
+            "spool-torn-line",
+            "hermes-otel: skipped %d unreadable line(s) in the spooled batch %s (a torn write); the rest of the "
+            "spool is unaffected (repeats are logged at DEBUG)", bad, path, level=logging.WARNING, per_process=True,
+        )
+    return requests, bad
+
+
+_spools: dict[Path, Spool] = {}
+_spools_lock = threading.Lock()
+
+
+def open_spool(directory: Path, max_bytes: int, max_age_s: float) -> Spool:
+    """The process's one :class:`Spool` for `directory` (its caps updated), so its accounting is shared."""
+    with _spools_lock:
+        spool = _spools.get(Path(directory))
+        if spool is None:
+            spool = _spools[Path(directory)] = Spool(directory, max_bytes, max_age_s)
+        spool.max_bytes, spool.max_age_s = max_bytes, max_age_s
+        return spool
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _remove_stale(path: Path) -> None:
+    try:
+        if time.time() - os.lstat(path).st_mtime > STALE_TEMP_S:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def spool_for(settings: Any) -> Spool | None:
+    """The spool undeliverable telemetry goes to under `settings` (None with `spool = false`)."""
+    if not settings.spool_enabled:
+        return None
+    return open_spool(settings.spool_directory, settings.spool_max_bytes, settings.spool_max_age_s)
+
+
+REASON_ATTR = "hermes.otel.spool.reason"
+
+
+def observe(meter_provider: Any, spool: Spool | None, scope: str, signal_attr: str) -> None:
+    """`hermes.otel.spool.*`: what waits in `spool`, and what this process spooled, re-sent and evicted."""
+    if spool is None:
+        return
+    from opentelemetry.metrics import Observation
+
+    from ...version import __version__
+
+    meter = meter_provider.get_meter(scope, __version__)
+
+    def per_signal(counts: Any) -> list[Observation]:
+        return [Observation(counts.get(signal, 0), {signal_attr: signal}) for signal in SIGNALS]
+
+    def evicted(options: Any) -> list[Observation]:
+        return [Observation(stats.evicted.get((signal, reason), 0), {signal_attr: signal, REASON_ATTR: reason})
+                for signal in SIGNALS for reason in REASONS]
+
+    meter.create_observable_gauge(
+        "hermes.otel.spool.size", callbacks=[lambda options: per_signal(spool.bytes_by_signal())], unit="By",
+        description="Bytes of undelivered telemetry waiting in the spool, by signal")
+    meter.create_observable_counter(
+        "hermes.otel.spool.spooled", callbacks=[lambda options: per_signal(stats.spooled)], unit="{batch}",
+        description="Batches this process wrote to the spool, by signal")
+    meter.create_observable_counter(
+        "hermes.otel.spool.replayed", callbacks=[lambda options: per_signal(stats.replayed)], unit="{batch}",
+        description="Spooled batches this process re-sent and the endpoint acknowledged, by signal")
+    meter.create_observable_counter(
+        "hermes.otel.spool.evicted", callbacks=[evicted], unit="{batch}",
+        description="Spooled batches this process removed unsent, by signal and reason")

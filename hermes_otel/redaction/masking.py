@@ -1,0 +1,234 @@
+"""Text that is safe to show: in our log lines, in what libraries log on our behalf, in the CLI.
+
+* Credentials never show. The configuration remembers every secret value it resolves (header
+  values, URL user info) and :func:`mask_text` replaces them, plus the credential patterns of
+  :mod:`hermes_otel.redaction.content` and `user:password@` anywhere. :class:`MaskingFilter` applies it to
+  every record of our logger and of the library loggers that report our exports.
+* Data never drives the terminal: :func:`printable` shows control characters (escape sequences,
+  bidi overrides) escaped, so a span name cannot retitle, clear or write the clipboard of a terminal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import traceback
+import urllib.parse
+from typing import Any
+
+from .content import REDACTED, is_secret_key, redact_text
+
+MASK = "****"
+
+# -- printable ---------------------------------------------------------------------------------------------------
+
+# Controls, bidirectional overrides, line separators, and lone surrogates (a UTF-8 log stream cannot take one).
+_UNSAFE = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028,
+           0x2029, 0xFEFF, *range(0xD800, 0xE000)]
+
+
+def _escape(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+_TABLE = {code: _escape(code) for code in _UNSAFE}
+_TABLE_LINES = {code: text for code, text in _TABLE.items() if code not in (0x09, 0x0A)}
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """`text` with control characters and lone surrogates shown escaped (`\\x1b`, `\\ud800`); with `lines`,
+    newlines and tabs are kept."""
+    return text.translate(_TABLE_LINES if lines else _TABLE)
+
+
+# -- secrets -------------------------------------------------------------------------------------------------------
+
+_MIN_SECRET = 4  # shorter values would mask ordinary words
+_MAX_SECRETS = 512  # bounded: the oldest are forgotten first (a reload re-reads the configuration)
+_secrets: dict[str, None] = {}  # insertion-ordered
+_lock = threading.Lock()
+_longest_first: list[str] | None = None  # rebuilt when needed after a change
+
+
+def remember(value: str) -> None:
+    """A secret value from the configuration: never shown from now on (its lines and escaped forms too)."""
+    if not isinstance(value, str):
+        return
+    forms = {value, value.strip(), repr(value)[1:-1], repr(value.encode("utf-8", "replace"))[2:-1]}
+    forms.update(line.strip() for line in value.splitlines())
+    forms = {form for form in forms if len(form) >= _MIN_SECRET}
+    global _longest_first
+    with _lock:
+        for form in forms:
+            _secrets.pop(form, None)
+            _secrets[form] = None
+        while len(_secrets) > _MAX_SECRETS:
+            del _secrets[next(iter(_secrets))]
+        _longest_first = None
+
+
+def remember_url(url: str) -> None:
+    """The user info of a URL (`user:password@`, or a token as the user) is a secret."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return
+    user, password = parts.username, parts.password
+    secrets = [password] if password else []
+    if user and (not password or _looks_like_token(user)):  # a user name before a password is not a secret
+        secrets.append(user)
+    for secret in secrets:
+        remember(secret)
+        remember(urllib.parse.unquote(secret))
+
+
+_USERINFO = re.compile(r"(?<![\w/])([A-Za-z0-9._~%!$&'()*+,;=-]+):([^\s@/'\"]+)@(?=[\w.\[\]-])")
+
+
+def mask_text(text: str) -> str:
+    """Known secrets, credential patterns and `user:password@` masked."""
+    global _longest_first
+    known = _longest_first
+    if known is None:
+        with _lock:
+            known = _longest_first = sorted(_secrets, key=len, reverse=True)  # a secret's longest form first
+    for secret in known:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    text = redact_text(text)
+    return _USERINFO.sub(r"\1:" + MASK + "@", text)
+
+
+_QUERY_ITEM = re.compile(r"([^=&;]+)=([^&;]*)")
+
+
+def mask_url(url: str) -> str:
+    """A URL for display: user info replaced, credential-named query values masked."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return mask_text(url)
+    netloc = parts.netloc
+    if "@" in netloc:  # the user stays when a password follows it; a user alone may be a token
+        userinfo, host = netloc.rsplit("@", 1)
+        user = userinfo.split(":", 1)[0] if ":" in userinfo else ""
+        netloc = f"{user}:{MASK}@{host}" if user and not _looks_like_token(user) else f"{MASK}@{host}"
+    query = _QUERY_ITEM.sub(
+        lambda m: f"{m.group(1)}={MASK}" if is_secret_key(urllib.parse.unquote(m.group(1))) else m.group(0),
+        parts.query,
+    )
+    return mask_text(urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))).replace(REDACTED, MASK)
+
+
+def _looks_like_token(user: str) -> bool:
+    return len(user) >= 16 or redact_text(user) != user
+
+
+# Loggers the OTLP exporters (HTTP and gRPC) report retries and failures on.
+OTLP_EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.common.http",
+    "opentelemetry.exporter.otlp.proto.http._common",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.http._log_exporter",
+    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc._log_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
+)
+
+
+# -- logging -----------------------------------------------------------------------------------------------------
+
+# Loggers that report our exports: our own, the OTLP exporters', and the SDK's processors and resource detector.
+LOGGERS = (
+    "hermes_otel",
+    "hermes_otel.middleware",
+    "opentelemetry.exporter.otlp.proto.common._internal",
+    *OTLP_EXPORTER_LOGGERS,
+    "opentelemetry.sdk._shared_internal",
+    "opentelemetry.sdk.trace.export",
+    "opentelemetry.sdk._logs._internal.export",
+    "opentelemetry.sdk.metrics._internal.export",
+    "opentelemetry.sdk.resources",
+    "urllib3.connectionpool",
+    "urllib3.util.retry",  # the ATOF stream sink's retries log the URL
+)
+
+
+class MaskingFilter(logging.Filter):
+    """Rewrites a record's message (and traceback) masked and printable; never drops one, never raises."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+            if record.exc_info and record.exc_info[0] is not None:
+                message += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+                record.exc_info, record.exc_text = None, None
+            elif record.exc_text:
+                message += "\n" + record.exc_text
+                record.exc_text = None
+            if record.stack_info:
+                record.stack_info = printable(mask_text(record.stack_info), lines=True)
+            record.msg, record.args = printable(mask_text(message), lines=True), None
+        except Exception:  # noqa: BLE001 - a log line must never fail because of us
+            pass
+        return True
+
+
+_filter = MaskingFilter()
+
+
+def install(names: tuple[str, ...] = LOGGERS) -> None:
+    """Idempotent: one instance of the filter per logger, first in line."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if _filter not in logger.filters:
+            logger.filters.insert(0, _filter)
+
+
+# -- doctor ------------------------------------------------------------------------------------------------------
+
+
+def masked(settings: Any) -> dict[str, Any]:
+    """The effective settings as plain data for `doctor`: header values and URL credentials masked."""
+    data: dict[str, Any] = {
+        "enabled": settings.enabled,
+        "source": settings.source or "(environment and defaults)",
+        "service_name": settings.service_name,
+        "resource_attributes": dict(settings.resource_attributes),
+        "capture_content": settings.capture_content,
+        "sampler": f"{settings.sampler_name} ({settings.sampler_arg:g})",
+        "file": {"directory": str(settings.file_directory), "signals": sorted(settings.file_signals)},
+        "otlp": {},
+        "metrics_exporter": settings.metrics_exporter if settings.metrics_enabled else "none",
+    }
+    if settings.metrics_enabled and settings.metrics_exporter == "prometheus":
+        data["prometheus"] = f"http://{settings.prometheus_host}:{settings.prometheus_port}/metrics"
+    data["atof_sinks"] = [
+        {"type": "file", "path": os.path.join(s.output_directory, s.filename), "mode": s.mode}
+        if hasattr(s, "output_directory")
+        else {"type": "stream", "url": mask_url(s.url), "transport": s.transport,
+              "headers": {k: MASK for k in (*s.headers, *s.header_env, *s.header_file)}}
+        for s in settings.atof_sinks
+    ]
+    for signal, target in settings.otlp.items():
+        data["otlp"][signal] = _target(target)
+    if settings.relay_span_endpoints:
+        data["relay_endpoints"] = [{"type": e.type, **_target(e.target)} for e in settings.relay_span_endpoints]
+    for name, targets in (("relay_logs", settings.relay_log_targets), ("relay_metrics", settings.relay_metric_targets)):
+        if targets:
+            data[name] = [mask_url(t.endpoint) for t in targets]
+    return data
+
+
+def _target(target: Any) -> dict[str, Any]:
+    return {
+        "endpoint": mask_url(target.endpoint),
+        "protocol": target.protocol,
+        "headers": {k: MASK for k in target.headers},
+        "timeout_s": target.timeout_s,
+        "compression": target.compression,
+    }
