@@ -20,7 +20,10 @@ class OTLPGrpcReceiver(
     logs_service_pb2_grpc.LogsServiceServicer,
     metrics_service_pb2_grpc.MetricsServiceServicer,
 ):
-    def __init__(self) -> None:
+    def __init__(self, *, answer: grpc.StatusCode | None = None) -> None:
+        """`answer`: a status every Export fails with instead of receiving (an endpoint that refuses)."""
+        self.answer = answer
+        self.refused = 0
         self._lock = threading.Lock()
         self._spans: list[RecvSpan] = []
         self.log_requests = 0
@@ -44,6 +47,10 @@ class OTLPGrpcReceiver(
 
     # gRPC service methods (one Export per service; dispatched by request type)
     def Export(self, request, context):  # noqa: N802 - gRPC naming
+        if self.answer is not None:
+            with self._lock:
+                self.refused += 1
+            context.abort(self.answer, f"refused with {self.answer.name}")
         with self._lock:
             if isinstance(request, trace_service_pb2.ExportTraceServiceRequest):
                 self._spans.extend(_decode_spans(request))

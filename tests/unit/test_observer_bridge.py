@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 
@@ -225,3 +226,35 @@ def test_ttl_sweep_ends_stale_turns_explicitly(env):
     (span,) = spans.get_finished_spans()
     assert span.attributes["hermes.turn.end_reason"] == "ttl"
     assert not tracker.turns.sessions
+
+
+@pytest.mark.parametrize("capture", ["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"])
+def test_secret_keys_are_redacted_by_name_in_every_capture_mode(capture):
+    """Issue 30: values no value pattern knows, under credential key names in any letter case and nesting, never
+    leave in any mode; where content is captured, the keys stay and their values read `<redacted>`."""
+    from hermes_otel.redaction.content import in_events, on_spans, redact_text
+
+    secrets = {"API_KEY": "abcd1234xyz", "X-Api-Key": "plainsecretvalue", "Password": "hunter2"}
+    assert all(redact_text(v) == v for v in secrets.values())
+    args = {"path": "/tmp/x", **secrets, "nested": [{"client_Secret": "s3cr3tvalue9"}]}
+    redacted = {"path": "/tmp/x", **dict.fromkeys(secrets, "<redacted>"), "nested": [{"client_Secret": "<redacted>"}]}
+    spans, logs = DrainingSpans(emitter_for("inline")), DrainingLogs(emitter_for("inline"))
+    tracer_provider, logger_provider = TracerProvider(), LoggerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    tracker = Tracker(tracer_provider.get_tracer("test"), capture_on_spans=on_spans(capture))
+    bridge = ObserverBridge(tracker, logger_provider.get_logger("t"), capture=capture, emitter=spans.emitter)
+    ids = {**V1, "session_id": "s", "turn_id": "s:t:1", "tool_call_id": "c1"}
+    bridge.on_hook("pre_tool_call", {**ids, "tool_name": "terminal", "args": args})
+    call = tracker.start_tool("terminal", ids, args)
+    tracker.finish_tool(call, ids)
+    bridge.on_hook("on_session_end", {**ids, "completed": True, "interrupted": False})
+    exported = [s.to_json() for s in spans.get_finished_spans()] + [r.to_json() for r in logs.get_finished_logs()]
+    assert exported and not [v for v in [*secrets.values(), "s3cr3tvalue9"] if any(v in text for text in exported)]
+    tool = next(s for s in spans.get_finished_spans() if s.name == "execute_tool terminal")
+    on_span = tool.attributes.get("gen_ai.tool.call.arguments")
+    assert (json.loads(on_span) if on_span else None) == (redacted if on_spans(capture) else None)
+    (pre,) = [r.log_record for r in logs.get_finished_logs() if r.log_record.event_name == "hermes.observer.pre_tool_call"]
+    assert pre.body == ({"args": redacted} if in_events(capture) else None)
+    tracer_provider.shutdown()
+    logger_provider.shutdown()

@@ -89,3 +89,45 @@ def test_doctor_masks_tokens_anywhere_in_a_url(url, secret):
 
     shown = cli.masking.mask_url(url) if hasattr(cli, "masking") else cli.config._mask_url(url)
     assert secret not in shown and "****" in shown
+
+
+# -- redaction by key name alone (issue 30): values that no value pattern knows -------------------------------------
+
+# name -> a value that is plain text to every value pattern, so only the key's name can redact it.
+BY_NAME = {
+    "api_key": "abcd1234xyz",
+    "x-api-key": "plainsecretvalue",
+    "password": "hunter2",
+    "client_secret": "s3cr3tvalue9",
+    "authorization": "opaque-value-42",
+    "refresh-token": "zzzplainvalue",
+    "cookie": "sessionplain77",
+}
+CASES = {"lower": str.lower, "upper": str.upper, "title": lambda k: "-".join(p.title() for p in k.split("-")),
+         "camel": lambda k: k[:1].upper() + k[1:].replace("_", "").replace("-", "")}
+
+
+def _nest(value: object, depth: int) -> object:
+    for n in range(depth):
+        value = {"level": [value]} if n % 2 else {"inner": value}
+    return value
+
+
+def test_the_by_name_values_are_plain_text_to_the_value_patterns():
+    """Precondition of the tests below: drop the key-name rule and these values would be exported as they are."""
+    for value in BY_NAME.values():
+        assert redact_text(value) == value
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_a_secret_key_is_redacted_by_its_name_in_any_letter_case_and_nesting(case, depth):
+    keys = {CASES[case](name): value for name, value in BY_NAME.items()}
+    payload = _nest({**keys, "max_tokens": 100, "note": "plain"}, depth)
+    expected = _nest({**dict.fromkeys(keys, "<redacted>"), "max_tokens": 100, "note": "plain"}, depth)
+    assert sanitize(payload) == expected
+
+
+def test_the_original_failing_case_of_issue_30():
+    assert sanitize({"API_KEY": "abcd1234xyz", "X-Api-Key": "plainsecretvalue", "Password": "hunter2"}) == {
+        "API_KEY": "<redacted>", "X-Api-Key": "<redacted>", "Password": "<redacted>"}

@@ -37,9 +37,17 @@ def test_request_middleware_composes_and_traces(spans):
     assert result.original_payload == original and result.original_payload is not original
     assert result.trace == [{"source": "a", "reason": "seed"}, {"source": "plugin"}]
     assert result.changed
-    assert [(e.name, e.attributes["hermes.middleware.changed_keys"], e.attributes["hermes.middleware.index"]) for e in result.events] == [
-        ("hermes.middleware.rewrite", ("seed",), 0),
-        ("hermes.middleware.rewrite", ("top_p",), 1),
+    callback = "test_runner.test_request_middleware_composes_and_traces.<locals>.<lambda>"
+    assert [(e.name, e.attributes) for e in result.events] == [
+        ("hermes.middleware.rewrite", {
+            "hermes.middleware.kind": "llm_request", "hermes.middleware.plugin": "a",
+            "hermes.middleware.callback": callback, "hermes.middleware.index": 0,
+            "hermes.middleware.changed_keys": ("seed",),
+            "hermes.middleware.source": "a", "hermes.middleware.reason": "seed"}),
+        ("hermes.middleware.rewrite", {  # no trace fields: Hermes's default source, no reason
+            "hermes.middleware.kind": "llm_request", "hermes.middleware.plugin": "b",
+            "hermes.middleware.callback": callback, "hermes.middleware.index": 1,
+            "hermes.middleware.changed_keys": ("top_p",), "hermes.middleware.source": "plugin"}),
     ]
 
 

@@ -33,7 +33,7 @@ from hermes_otel.config import OTLPTarget
 from hermes_otel.exporters.file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 from hermes_otel.exporters.health import GuardedSpanExporter, health
 from hermes_otel.exporters.spool import delivery
-from hermes_otel.exporters.spool.resend import send_all, to_request
+from hermes_otel.exporters.spool.resend import REJECTED_HTTP, send_all, to_request
 from hermes_otel.exporters.spool.store import Spool, endpoint_key, read_requests, stats
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
@@ -173,15 +173,66 @@ def test_a_grpc_endpoint_gets_the_batch_over_grpc(tmp_path: Path) -> None:
     assert {s.trace_id for s in got} == {f"{batch[0].context.trace_id:032x}"}
 
 
-def test_a_batch_the_endpoint_rejects_as_malformed_is_removed_and_counted(tmp_path: Path, caplog) -> None:
-    with FaultServer("status", status=400) as server:
+# What docs/reliability.md promises (issue 30): a batch is removed only after a 2xx, or when the endpoint refuses the
+# batch itself as malformed; every other answer keeps it for later.
+KEPT_HTTP = (301, 307, 401, 403, 404, 408, 409, 429, 500, 501, 502, 503, 504)
+REMOVED_HTTP = (400, 413, 422)
+KEPT_GRPC = ("UNAVAILABLE", "RESOURCE_EXHAUSTED", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND", "INTERNAL",
+             "UNIMPLEMENTED", "ABORTED", "DATA_LOSS")
+
+
+@pytest.mark.parametrize("status", KEPT_HTTP)
+def test_a_batch_answered_with_any_other_http_error_is_kept(tmp_path: Path, status: int) -> None:
+    with FaultServer("status", status=status) as server:
+        spool, targets, _ = _spooled(tmp_path, f"{server.endpoint}/v1/traces")
+        before = stats.evicted[("traces", "rejected")]
+        report = send_all(spool, targets)
+        assert server.count("/v1/traces") == 1  # it reached the endpoint, which answered `status`
+    assert (report.sent, report.rejected, report.failed) == (0, 0, 1)
+    assert report.problems == {f"{server.endpoint}/v1/traces": f"HTTP {status}"}
+    assert len(spool.entries()) == 1 and stats.evicted[("traces", "rejected")] == before
+
+
+@pytest.mark.parametrize("status", REMOVED_HTTP)
+def test_a_batch_the_endpoint_rejects_as_malformed_is_removed_and_counted(tmp_path: Path, caplog, status: int) -> None:
+    with FaultServer("status", status=status) as server:
         url = f"{server.endpoint}/v1/traces"
         spool, targets, _ = _spooled(tmp_path, url)
         before = stats.evicted[("traces", "rejected")]
         report = send_all(spool, targets)
     assert report.rejected == 1 and spool.entries() == []
     assert stats.evicted[("traces", "rejected")] == before + 1
-    assert sum("rejected a spooled traces batch (HTTP 400)" in r.getMessage() for r in caplog.records) == 1
+    assert sum(f"rejected a spooled traces batch (HTTP {status})" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("code", KEPT_GRPC)
+def test_a_batch_answered_with_any_other_grpc_error_is_kept(tmp_path: Path, code: str) -> None:
+    import grpc
+
+    with OTLPGrpcReceiver(answer=grpc.StatusCode[code]) as receiver:
+        spool, targets, _ = _spooled(tmp_path, receiver.endpoint, "grpc")
+        report = send_all(spool, targets)
+        assert receiver.refused == 1
+    assert (report.sent, report.rejected, report.failed) == (0, 0, 1)
+    assert report.problems == {receiver.endpoint: f"gRPC {code}"} and len(spool.entries()) == 1
+
+
+def test_a_grpc_batch_refused_as_invalid_is_removed(tmp_path: Path) -> None:
+    import grpc
+
+    with OTLPGrpcReceiver(answer=grpc.StatusCode.INVALID_ARGUMENT) as receiver:
+        spool, targets, _ = _spooled(tmp_path, receiver.endpoint, "grpc")
+        report = send_all(spool, targets)
+    assert report.rejected == 1 and spool.entries() == []
+
+
+def test_the_reliability_page_names_exactly_the_statuses_that_remove_a_batch() -> None:
+    page = " ".join((ROOT / "docs" / "reliability.md").read_text().split())
+    removed = ", ".join(str(s) for s in sorted(REJECTED_HTTP))
+    assert f"(HTTP {removed}; gRPC `INVALID_ARGUMENT`) is removed" in page
+    assert REJECTED_HTTP == frozenset(REMOVED_HTTP)
+    kept = ", ".join(str(s) for s in KEPT_HTTP)
+    assert f"HTTP {kept}" in page and ", ".join(f"`{c}`" for c in KEPT_GRPC) in page
 
 
 def test_a_batch_another_process_holds_is_left_to_it(tmp_path: Path) -> None:
@@ -245,7 +296,14 @@ def test_shutdown_spools_what_a_hanging_collector_never_acknowledged(tmp_path: P
         while hole.count() < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert hole.count() == 1  # the first is in flight, the others wait
+        closing = time.monotonic()
         exporter.shutdown()
+        closed = time.monotonic()
+    # The exit bound with the spool on: shutdown waits SPOOL_WAIT_S for the in-flight export, not the outbox's budget
+    # (1.5 s) or the exporter's 30 s timeout. The deadline is what the outbox computed, so this is no timing race:
+    # only a preemption of half a second between the two clock reads could move it.
+    assert exporter.outbox._deadline - closing <= delivery.SPOOL_WAIT_S + 0.5 < 1.5
+    assert closed - closing < 30  # it never waited out the hanging export
     entries = spool.entries("traces")
     got = sorted(len(json.loads(e.path.read_text())["resourceSpans"][0]["scopeSpans"][0]["spans"]) for e in entries)
     assert got == [2, 3, 4] and health.dropped_at[url] == 0

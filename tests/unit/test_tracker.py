@@ -195,3 +195,28 @@ def test_same_tool_call_id_in_two_sessions_stays_apart(env):
     assert len([s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]) == 2
     assert spans["A:t:1"].attributes["hermes.tool.status"] == "error"
     assert spans["B:t:1"].attributes["hermes.tool.status"] == "ok"
+
+
+def test_a_tool_request_rewrite_is_an_event_on_its_tool_span_with_source_and_reason(env):
+    """The events the request middleware recorded for a call land on that call's span, every attribute kept."""
+    from hermes_otel.middleware.runner import MiddlewareRunner
+
+    tracker, exporter, _ = env
+    runner = MiddlewareRunner()
+
+    def pin(**kw):
+        return {"args": {**kw["args"], "timeout": 5}, "source": "guard", "reason": "cap the timeout", "name": "pin"}
+
+    runner.register("tool_request", pin, plugin="guard")
+    call_ctx = ctx(tool_call_id="c1")
+    result = runner.apply_request("tool_request", {"command": "ls"}, **call_ctx)
+    tracker.request_pass_done("tool_request", call_ctx, result.events)
+    tracker.finish_tool(tracker.start_tool("terminal", call_ctx), call_ctx)
+    tracker.tool_outcome({**call_ctx, "status": "ok"})
+    (event,) = by_name(exporter)["execute_tool terminal"].events
+    assert (event.name, dict(event.attributes)) == ("hermes.middleware.rewrite", {
+        "hermes.middleware.kind": "tool_request", "hermes.middleware.plugin": "guard",
+        "hermes.middleware.callback": "test_tracker.test_a_tool_request_rewrite_is_an_event_on_its_tool_span_with_source_and_reason.<locals>.pin",
+        "hermes.middleware.index": 0, "hermes.middleware.changed_keys": ("timeout",),
+        "hermes.middleware.source": "guard", "hermes.middleware.reason": "cap the timeout",
+        "hermes.middleware.name": "pin"})
