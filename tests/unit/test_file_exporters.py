@@ -53,7 +53,8 @@ from hermes_otel.exporters.file.exporter import (
     RotatingJsonLinesWriter,
     file_paths,
 )
-from hermes_otel.exporters.file.otlp_json import decode_spans_json, encode_spans_json
+from hermes_otel.exporters.file.otlp_json import encode_spans_json
+from tests.harness.otlp_json_decode import decode_spans_json
 
 RESOURCE = Resource.create({"service.name": "hermes-test"})
 

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from opentelemetry._logs import LogRecord as APILogRecord
 from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordLimits, ReadableLogRecord
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
@@ -40,12 +42,16 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
-from hermes_otel.exporters.file.otlp_json import (
-    _encode_logs_json_reference,
-    _encode_spans_json_reference,
-    encode_logs_json,
-    encode_spans_json,
-)
+from hermes_otel.exporters.file.otlp_json import _to_otlp_json, encode_logs_json, encode_spans_json
+
+
+def _encode_spans_json_reference(spans):
+    """The official protobuf encoder's request as OTLP/JSON: what the fast encoder must equal (slow)."""
+    return _to_otlp_json(encode_spans(spans))
+
+
+def _encode_logs_json_reference(batch):
+    return _to_otlp_json(encode_logs(batch))
 
 # The limits tests drop log attributes on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:Log record attributes were dropped")

@@ -26,12 +26,7 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from google.protobuf.json_format import MessageToDict
-from google.protobuf.message import Message
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
@@ -42,10 +37,6 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 __all__ = [
-    "DECODE_ERRORS",
-    "decode_any_value",
-    "decode_attributes",
-    "decode_spans_json",
     "encode_logs_json",
     "encode_metrics_json",
     "encode_spans_json",
@@ -60,22 +51,6 @@ _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 # AnyValue subtrees never hold ids; skipping them keeps the walk proportional
 # to the message structure rather than to the attribute payload.
 _OPAQUE_KEYS = frozenset({"attributes", "body", "filteredAttributes"})
-
-# Accept enum names too, for files written by producers that do not use
-# integer enums.
-_SPAN_KINDS = {
-    "SPAN_KIND_UNSPECIFIED": 0,
-    "SPAN_KIND_INTERNAL": 1,
-    "SPAN_KIND_SERVER": 2,
-    "SPAN_KIND_CLIENT": 3,
-    "SPAN_KIND_PRODUCER": 4,
-    "SPAN_KIND_CONSUMER": 5,
-}
-_STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-
-# What decode_spans_json raises on a well-formed JSON line of the wrong shape
-# (binascii.Error from bad base64 is a ValueError).
-DECODE_ERRORS: tuple[type[Exception], ...] = (KeyError, TypeError, ValueError, AttributeError)
 
 
 def encode_spans_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
@@ -98,20 +73,16 @@ def encode_logs_json(batch: Sequence[ReadableLogRecord]) -> dict[str, Any]:
 
 def encode_metrics_json(data: MetricsData) -> dict[str, Any]:
     """Encode metrics as one OTLP/JSON ``ExportMetricsServiceRequest``."""
+    # Metrics go through the official protobuf encoder; imported here, on the export thread, not at plugin load.
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+
     return _to_otlp_json(encode_metrics(data))
 
 
-def _encode_spans_json_reference(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
-    """:func:`encode_spans_json` through the official protobuf encoder (slow)."""
-    return _to_otlp_json(encode_spans(spans))
+def _to_otlp_json(message: Any) -> dict[str, Any]:
+    """A protobuf message as OTLP/JSON: lowerCamelCase names, integer enums, hex ids."""
+    from google.protobuf.json_format import MessageToDict
 
-
-def _encode_logs_json_reference(batch: Sequence[ReadableLogRecord]) -> dict[str, Any]:
-    """:func:`encode_logs_json` through the official protobuf encoder (slow)."""
-    return _to_otlp_json(encode_logs(batch))
-
-
-def _to_otlp_json(message: Message) -> dict[str, Any]:
     obj = MessageToDict(
         message,
         preserving_proto_field_name=False,  # lowerCamelCase, as OTLP/JSON requires
@@ -547,80 +518,3 @@ def _put_u64(out: dict[str, Any], key: str, value: Any) -> None:
 def _put_u32(out: dict[str, Any], key: str, value: Any) -> None:
     if value:
         out[key] = _check_uint(value, _UINT32_LIMIT)
-
-
-def decode_spans_json(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Flatten one ``ExportTraceServiceRequest`` object into simple span dicts.
-
-    Raises one of :data:`DECODE_ERRORS` on malformed input so the caller can
-    count and skip the line.
-    """
-    spans: list[dict[str, Any]] = []
-    for resource_spans in obj.get("resourceSpans", ()):
-        resource = decode_attributes(resource_spans.get("resource", {}).get("attributes", ()))
-        for scope_spans in resource_spans.get("scopeSpans", ()):
-            for span in scope_spans.get("spans", ()):
-                spans.append(_decode_span(span, resource))
-    return spans
-
-
-def _decode_span(span: Mapping[str, Any], resource: dict[str, Any]) -> dict[str, Any]:
-    status = span.get("status") or {}
-    return {
-        "trace_id": _hex_id(span["traceId"]),
-        "span_id": _hex_id(span["spanId"]),
-        "parent_span_id": _hex_id(span.get("parentSpanId", "")) or None,
-        "name": str(span.get("name", "")),
-        "kind": _enum(span.get("kind", 0), _SPAN_KINDS),
-        "start_ns": int(span.get("startTimeUnixNano", 0)),
-        "end_ns": int(span.get("endTimeUnixNano", 0)),
-        "attributes": decode_attributes(span.get("attributes", ())),
-        "events": [
-            {
-                "name": str(event.get("name", "")),
-                "time_ns": int(event.get("timeUnixNano", 0)),
-                "attributes": decode_attributes(event.get("attributes", ())),
-            }
-            for event in span.get("events", ())
-        ],
-        "status_code": _enum(status.get("code", 0), _STATUS_CODES),
-        "status_message": str(status.get("message", "")),
-        "resource": resource,
-    }
-
-
-def decode_attributes(key_values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Decode an OTLP/JSON ``KeyValue`` list into a plain dict."""
-    return {kv["key"]: decode_any_value(kv.get("value") or {}) for kv in key_values}
-
-
-def decode_any_value(value: Mapping[str, Any]) -> Any:
-    """Decode an OTLP/JSON ``AnyValue``; an empty one is ``None``."""
-    if "stringValue" in value:
-        return str(value["stringValue"])
-    if "boolValue" in value:
-        return bool(value["boolValue"])
-    if "intValue" in value:
-        return int(value["intValue"])  # 64-bit ints arrive as decimal strings
-    if "doubleValue" in value:
-        return float(value["doubleValue"])  # also parses "NaN"/"Infinity"
-    if "arrayValue" in value:
-        return [decode_any_value(v) for v in value["arrayValue"].get("values", ())]
-    if "kvlistValue" in value:
-        return decode_attributes(value["kvlistValue"].get("values", ()))
-    if "bytesValue" in value:
-        return base64.b64decode(value["bytesValue"])  # bytes stay base64 in OTLP/JSON
-    return None
-
-
-def _hex_id(value: Any) -> str:
-    text = str(value).lower()
-    try:
-        bytes.fromhex(text)
-    except ValueError as exc:
-        raise ValueError(f"not a hex id: {value!r}") from exc
-    return text
-
-
-def _enum(value: Any, names: Mapping[str, int]) -> int:
-    return names[value] if isinstance(value, str) and value in names else int(value)
