@@ -11,10 +11,29 @@ plugin) and calls :func:`register`. The rest of the public surface:
 Everything else is internal and may change between releases.
 """
 
-from .capture.instrumentor import HermesInstrumentor
-from .middleware.runner import MiddlewareRunner
-from .plugin import register
-from .runtime import use_providers
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .version import __version__
 
+if TYPE_CHECKING:
+    from .capture.instrumentor import HermesInstrumentor
+    from .middleware.runner import MiddlewareRunner
+    from .plugin import register
+    from .runtime import use_providers
+
 __all__ = ["HermesInstrumentor", "MiddlewareRunner", "__version__", "register", "use_providers"]
+
+# Imported on first use (PEP 562): loading the plugin needs `register` only, and every run pays for what is imported.
+_LAZY = {"HermesInstrumentor": ".capture.instrumentor", "MiddlewareRunner": ".middleware.runner",
+         "register": ".plugin", "use_providers": ".runtime"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value

@@ -17,7 +17,7 @@ from . import runtime
 from ._internal import log as _log
 from .capture.hooks import callbacks
 from .capture.hooks_only import chat_callbacks
-from .capture.instrumentor import HermesInstrumentor, fallback_middleware
+from .capture.patches import PATCHES, fallback_middleware
 from .config import load_settings
 from .middleware import log_hygiene
 
@@ -33,11 +33,9 @@ def register(ctx: Any) -> None:
 
 def _instrumented() -> bool:
     """Hermes's middleware runners wrapped (once per process), when this Hermes has them."""
-    instrumentor = HermesInstrumentor()
-    if not instrumentor.is_instrumented_by_opentelemetry and instrumentor.available():
-        # Our own check (available) decides; the declared dependency is for tools like opentelemetry-bootstrap.
-        instrumentor.instrument(tracker=runtime.current_tracker, on_unloaded=runtime.stop_tracing, skip_dep_check=True)
-    return instrumentor.is_instrumented_by_opentelemetry
+    if not PATCHES.active and PATCHES.available():
+        PATCHES.instrument(runtime.current_tracker, runtime.stop_tracing)
+    return PATCHES.active
 
 
 def _register(ctx: Any) -> None:
@@ -59,7 +57,7 @@ def _register(ctx: Any) -> None:
         mode = "disabled"
     elif _instrumented():
         mode = "instrumented"
-        HermesInstrumentor().adopt_registered(getattr(ctx, "_manager", None))
+        PATCHES.adopt_registered(getattr(ctx, "_manager", None))
     elif callable(getattr(ctx, "register_middleware", None)):
         mode = "middleware"
         for kind, callback in fallback_middleware(runtime.current_tracker).items():

@@ -11,6 +11,7 @@ which keep exporting the spans still open on them and are shut down at exit.
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -26,9 +27,6 @@ from .capture.bridge import ObserverBridge
 from .config import Settings
 from .cost.pricing import CostLedger
 from .exporters.health import health
-from .exporters.spool import delivery
-from .exporters.spool.resend import resender, targets_of
-from .exporters.spool.store import spool_for
 from .redaction import content
 from .tracking import Tracker
 
@@ -47,6 +45,12 @@ _state = _State()
 _retired: list[telemetry.Telemetry] = []
 _lock = threading.RLock()
 _atexit_registered = False
+
+
+def _spooling():
+    """The delivery and re-send modules, or None: they are imported with the first OTLP endpoint (telemetry.py),
+    so a files-only run never loads them, and without them there is no outbox or sender to look after."""
+    return sys.modules.get(f"{__package__}.exporters.spool")
 
 
 def current_tracker() -> Tracker | None:
@@ -85,7 +89,7 @@ def configure(settings: Settings) -> Tracker | None:
         if not settings.enabled:
             tracker, old = _state.tracker, _state.telemetry
             _state.telemetry, _state.tracker, _state.bridge = None, None, None
-            safely(resender.stop)
+            _stop_resending()
             _end_and_export(tracker, old, "disabled")  # what is open ends and is exported now
             return None
         live = _state.telemetry
@@ -97,9 +101,11 @@ def configure(settings: Settings) -> Tracker | None:
             new = telemetry.Telemetry(settings, tp, mp, lp, owned=False)
             safely(telemetry.observe_drops, mp)
         else:
-            delivery.cancel_exit()  # configured again after a shutdown: not exiting after all
-            new = telemetry.build(settings)
-            safely(resender.serve, spool_for(settings), targets_of(settings))
+            new = telemetry.build(settings)  # imports the spool's modules when there is an OTLP endpoint
+            spooling = _spooling()
+            if spooling is not None:
+                spooling.delivery.cancel_exit()  # configured again after a shutdown: not exiting after all
+                safely(spooling.resender.serve, spooling.spool_for(settings), spooling.targets_of(settings))
         _retire(live)
         _state.telemetry = new
         _state.tracker = _replace_tracker(_state.tracker, new)
@@ -115,8 +121,14 @@ def stop_tracing() -> None:
     with _lock:
         tracker, old = _state.tracker, _state.telemetry
         _state.telemetry, _state.tracker, _state.bridge = None, None, None
-        safely(resender.stop)
+        _stop_resending()
     _end_and_export(tracker, old, "plugin_unloaded")
+
+
+def _stop_resending(exit_at: float | None = None) -> None:
+    spooling = _spooling()
+    if spooling is not None:
+        safely(spooling.resender.stop, exit_at)
 
 
 def _end_and_export(tracker: Tracker | None, old: telemetry.Telemetry | None, reason: str) -> None:
@@ -166,8 +178,9 @@ def shutdown() -> None:
     OTLP exporters wait at most 100 ms for the network, all together, then spool what is unacknowledged
     (exporters/delivery.py); the local files get the flush budget."""
     started = time.monotonic()  # the budget covers ending open spans too
-    exit_at = delivery.begin_exit()
-    safely(resender.stop)  # no new re-sends; one in flight may finish by exit_at (below)
+    spooling = _spooling()
+    exit_at = spooling.delivery.begin_exit() if spooling is not None else None
+    _stop_resending()  # no new re-sends; one in flight may finish by exit_at (below)
     with _lock:
         live, tracker = _state.telemetry, _state.tracker
         retired = list(_retired)
@@ -188,4 +201,4 @@ def shutdown() -> None:
                 "hermes-otel: export did not finish within %.1fs at exit; unsent telemetry was dropped",
                 budget,
             )
-    safely(resender.stop, exit_at)  # a re-send in flight may finish within the same 100 ms
+    _stop_resending(exit_at)  # a re-send in flight may finish within the same 100 ms

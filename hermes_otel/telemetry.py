@@ -13,6 +13,7 @@ deadline.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import socket
@@ -66,9 +67,6 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
-from .exporters.spool.delivery import finishing_together, outbox_exporter
-from .exporters.spool.store import endpoint_key, spool_for
-from .exporters.spool.store import observe as observe_spool
 from .version import __version__
 
 SCOPE = "hermes_otel"
@@ -166,6 +164,9 @@ def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
         compression=compression,
         **kwargs,
     )
+    from .exporters.spool.delivery import outbox_exporter
+    from .exporters.spool.store import endpoint_key, spool_for
+
     guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
     return outbox_exporter(signal, guard(inner, target.endpoint, count_drops=False), target.endpoint,
                            endpoint_key(target.protocol, target.endpoint), spool_for(settings),
@@ -246,7 +247,9 @@ class Telemetry:
 
     def _shutdown_all(self, timeout_ms: int) -> None:
         self.emitter.shutdown(timeout_ms / 1000)
-        with finishing_together():  # every exporter its own budget: the files never wait behind an endpoint
+        spooling = sys.modules.get(f"{__package__}.exporters.spool")  # loaded with the first OTLP endpoint
+        together = spooling.delivery.finishing_together() if spooling is not None else contextlib.nullcontext()
+        with together:  # every exporter its own budget: the files never wait behind an endpoint
             self.tracer_provider.shutdown()
             self.logger_provider.shutdown()
             self.meter_provider.shutdown(timeout_millis=timeout_ms)
@@ -430,7 +433,9 @@ def build(settings: Settings) -> Telemetry:
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     safely(observe_drops, meter_provider)
     if settings.otlp or plan.relay_span_endpoints or plan.relay_log_targets or plan.relay_metric_targets:
-        safely(observe_spool, meter_provider, spool_for(settings), SCOPE, SIGNAL_ATTR)
+        from .exporters.spool.store import observe, spool_for
+
+        safely(observe, meter_provider, spool_for(settings), SCOPE, SIGNAL_ATTR)
     return Telemetry(settings, tracer_provider, meter_provider, logger_provider, emitter=new_emitter(settings))
 
 

@@ -114,11 +114,11 @@ class Support:
 
 def support(version: str | None) -> Support:
     """What hermes-otel gives on the installed Hermes, in one line (for `doctor`)."""
-    from ..capture.instrumentor import HermesInstrumentor
+    from ..capture.patches import PATCHES
 
     if version is None:
         return Support(False, "hermes-agent is not installed in this environment")
-    mode = ("full telemetry (middleware layers included)" if HermesInstrumentor.available()
+    mode = ("full telemetry (middleware layers included)" if PATCHES.available()
             else "hooks-only telemetry: turn, chat and tool spans from its observer hooks, every observer record; "
                  "no middleware layer spans (this Hermes has no middleware)")
     supported = (0, 16, 0) <= _version_key(version) < (0, 20, 0)

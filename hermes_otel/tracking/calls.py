@@ -140,8 +140,9 @@ class Tools:
     """Tool calls: one `execute_tool` span per call, ended by Hermes's verdict (`post_tool_call`)."""
 
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, turns: Turns, limit: int,
-                 attach_events: AttachEvents, capture: bool, emitter: Any) -> None:
+                 attach_events: AttachEvents, capture: bool, emitter: Any, verdicts: bool = True) -> None:
         self._tracer = tracer
+        self._verdicts = verdicts
         self._metrics = metrics
         self._emitter = emitter
         self._turns = turns
@@ -176,7 +177,7 @@ class Tools:
             sc.record_error(call.span, error)
             call.metric_attrs[sc.ERROR_TYPE] = type(error).__name__
         call.end_ns = time.time_ns()
-        if not (call.key and self.open.get(call.key) is call and not call.outcome_seen):
+        if not (self._verdicts and call.key and self.open.get(call.key) is call and not call.outcome_seen):
             self._end(call)
 
     def find(self, payload: Mapping[str, Any], key: str | None = None) -> Call | None:

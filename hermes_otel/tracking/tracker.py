@@ -41,10 +41,13 @@ class Tracker:
         capture_on_spans: bool = False,
         emitter: Emitter | Inline | None = None,
         costs: CostLedger | None = None,
+        verdicts: bool = True,
     ) -> None:
         """Spans are the SDK's, started here on the calling thread. `emitter` (the records thread) takes
         what comes after a call, stamped at the call: its span's end with the attributes its response or
-        outcome gives, its metric measurements, its price (`costs`). Without one, all of it runs inline."""
+        outcome gives, its metric measurements, its price (`costs`). Without one, all of it runs inline.
+        `verdicts`: Hermes's hooks report each tool call's outcome, which its span waits for (False when no
+        hooks are registered: the span then ends when the call returns)."""
         self.capture_on_spans = capture_on_spans
         self.costs = costs  # prices chat attempts and rolls them up per turn, subagent and session
         emitter = emitter if emitter is not None else Inline()
@@ -57,7 +60,7 @@ class Tracker:
                            emitter=emitter, costs=costs)
         self.chats = Chats(tracer, metrics, self.turns, max_turns, self._attach_request_events, emitter, costs)
         self.tools = Tools(tracer, metrics, self.turns, max_turns, self._attach_request_events, capture_on_spans,
-                           emitter)
+                           emitter, verdicts)
         self.approvals = Approvals(tracer, self.turns, self.tools, max_turns)
         self.subagents = Subagents(tracer, self.turns, self.tools, max_turns, emitter, costs)
         self._turn_ttl_s = turn_ttl_s

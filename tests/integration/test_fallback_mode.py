@@ -17,10 +17,10 @@ def test_fallback_to_registered_middleware(traced, llm, receiver, monkeypatch, c
     from hermes_cli.plugins import discover_plugins, get_plugin_manager
 
     from hermes_otel import plugin
-    from hermes_otel.capture.instrumentor import HermesInstrumentor
+    from hermes_otel.capture.patches import PATCHES, HermesPatches
 
-    HermesInstrumentor().uninstrument()
-    monkeypatch.setattr(HermesInstrumentor, "available", staticmethod(lambda: False))
+    PATCHES.uninstrument()
+    monkeypatch.setattr(HermesPatches, "available", staticmethod(lambda: False))
     monkeypatch.setattr(plugin, "_last_mode", None)
     caplog.set_level(logging.INFO, logger="hermes_otel")
     try:
@@ -37,4 +37,4 @@ def test_fallback_to_registered_middleware(traced, llm, receiver, monkeypatch, c
     finally:
         monkeypatch.undo()
         discover_plugins(force=True)  # back to instrumented for the other tests
-    assert HermesInstrumentor().is_instrumented_by_opentelemetry
+    assert PATCHES.active

@@ -1,0 +1,301 @@
+"""The patches that instrument Hermes's middleware machinery (wrapt), applied once per process.
+
+The plugin applies them directly; :class:`~hermes_otel.capture.instrumentor.HermesInstrumentor` is their
+contrib-style face for applications (it brings `opentelemetry-instrumentation`, which the plugin's start-up
+does without).
+
+Hermes 0.19.0's call sites import the runners from `hermes_cli.middleware` at
+call time, and the runners look `_run_execution_chain` up as a module global,
+so wrapping module attributes is enough:
+
+* `run_llm_execution_middleware` / `run_tool_execution_middleware`: a `chat` /
+  `execute_tool` span around the WHOLE chain — without a middleware of ours;
+* `_run_execution_chain`: each registered layer becomes a span, nested in
+  chain order, with the real call as the innermost span;
+* `apply_llm_request_middleware` / `apply_tool_request_middleware` plus a
+  transparent proxy around each request callback (put in place by
+  `PluginContext.register_middleware`): rewrites and failures become events
+  on the span of the call they affected;
+* `agent.chat_completion_helpers.threading`: the provider request thread
+  Hermes starts inherits our context, so HTTP-client spans nest under `chat`.
+
+Everything passes values and exceptions through untouched. Where Hermes
+lacks these functions (other versions), :func:`fallback_middleware` gives the
+call spans through the public contract instead.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import wrapt
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+
+from .._internal.safety import report, safely
+from ..middleware import contract
+from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy
+from ..tracking import Tracker
+
+MODULE = "hermes_cli.middleware"
+PLUGINS = "hermes_cli.plugins"
+HTTP_THREAD_MODULE = "agent.chat_completion_helpers"
+LLM_RUNNER = "run_llm_execution_middleware"
+TOOL_RUNNER = "run_tool_execution_middleware"
+CHAIN = "_run_execution_chain"
+APPLY = {"apply_llm_request_middleware": contract.LLM_REQUEST, "apply_tool_request_middleware": contract.TOOL_REQUEST}
+
+# The tool call whose span is open in this context. Hermes runs
+# `tool_execution` twice, nested, for each call of a concurrent batch (batch
+# path, then registry path); the inner pass must not open a second span.
+_ACTIVE_TOOL: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "hermes_otel_active_tool", default=None
+)
+
+TrackerSource = Callable[[], "Tracker | None"]
+
+
+def _tool_key(tool_name: Any, context: dict) -> tuple[str, str]:
+    call_id = context.get("tool_call_id")
+    return (call_id if isinstance(call_id, str) else "", tool_name if isinstance(tool_name, str) else "")
+
+
+def _module(name: str):
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - any import failure means "not this Hermes"
+        return None
+
+
+class ContextThread(threading.Thread):
+    """A Thread that runs under its creator's OpenTelemetry context (and nothing else of it:
+    Hermes deliberately keeps its other contextvars out of these threads)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._hermes_otel_context = otel_context.get_current()
+
+    def run(self) -> None:
+        token = otel_context.attach(self._hermes_otel_context)
+        try:
+            super().run()
+        finally:
+            otel_context.detach(token)
+
+
+class _ThreadingWithContext(wrapt.ObjectProxy):
+    """The `threading` module as seen by Hermes's provider-call helpers: Thread carries context."""
+
+    Thread = ContextThread
+
+
+class HermesPatches:
+    """`instrument(tracker, on_unloaded)` / `uninstrument()` of Hermes's middleware machinery; idempotent, and
+    one instance per process (:data:`PATCHES`): wrapt wraps module attributes, which exist once."""
+
+    def __init__(self) -> None:
+        self._tracker: TrackerSource = lambda: None
+        self._on_unloaded: Callable[[], None] | None = None
+        self.active = False
+
+    @staticmethod
+    def available() -> bool:
+        module = _module(MODULE)
+        return module is not None and all(callable(getattr(module, n, None)) for n in (LLM_RUNNER, TOOL_RUNNER))
+
+    def instrument(self, tracker: TrackerSource, on_unloaded: Callable[[], None] | None = None) -> None:
+        """Wrap Hermes's runners (once): every wrapper reads the live tracker from `tracker` at call time."""
+        self._tracker, self._on_unloaded = tracker, on_unloaded
+        if self.active:
+            return
+        self.active = True
+        middleware = _module(MODULE)
+        wrap = wrapt.wrap_function_wrapper
+        wrap(MODULE, LLM_RUNNER, self._wrap_llm)
+        wrap(MODULE, TOOL_RUNNER, self._wrap_tool)
+        if callable(getattr(middleware, CHAIN, None)):
+            wrap(MODULE, CHAIN, self._wrap_chain)
+        for name, kind in APPLY.items():
+            if callable(getattr(middleware, name, None)):
+                wrap(MODULE, name, self._apply_wrapper(kind))
+        plugins = _module(PLUGINS)
+        for dotted, wrapper in (("PluginContext.register_middleware", self._wrap_register),
+                                ("PluginManager.discover_and_load", self._wrap_discover)):
+            owner, attr = dotted.split(".")
+            if callable(getattr(getattr(plugins, owner, None), attr, None)):
+                wrap(PLUGINS, dotted, wrapper)
+        helpers = _module(HTTP_THREAD_MODULE)
+        if helpers is not None and getattr(helpers, "threading", None) is threading:
+            helpers.threading = _ThreadingWithContext(threading)
+
+    def uninstrument(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        middleware, plugins = _module(MODULE), _module(PLUGINS)
+        for name in (LLM_RUNNER, TOOL_RUNNER, CHAIN, *APPLY):
+            unwrap(middleware, name)
+        for owner in ("PluginContext", "PluginManager"):
+            for attr in ("register_middleware", "discover_and_load"):
+                if plugins is not None and hasattr(getattr(plugins, owner, None), attr):
+                    unwrap(getattr(plugins, owner), attr)
+        helpers = _module(HTTP_THREAD_MODULE)
+        if helpers is not None and isinstance(getattr(helpers, "threading", None), _ThreadingWithContext):
+            helpers.threading = threading
+
+    def adopt_registered(self, manager: Any) -> None:
+        """Put request proxies around request callbacks registered before we were instrumented."""
+        registry = getattr(manager, "_middleware", None)
+        if not isinstance(registry, dict):
+            return
+        attribution.learn_modules(manager)
+        for kind in contract.REQUEST_KINDS:
+            callbacks = registry.get(kind)
+            if isinstance(callbacks, list):
+                callbacks[:] = [self._proxy(kind, cb, attribution.plugin_of(cb)) for cb in callbacks]
+
+    # -- wrappers (run on the agent's and the tool workers' threads) ---------
+
+    def _wrap_llm(self, wrapped, instance, args, kwargs):
+        return traced_llm_call(self._tracker, wrapped, args, kwargs)
+
+    def _wrap_tool(self, wrapped, instance, args, kwargs):
+        return traced_tool_call(self._tracker, wrapped, args, kwargs)
+
+    def _wrap_chain(self, wrapped, instance, args, kwargs):
+        tracker = self._tracker()
+        if tracker is None or len(args) < 3:
+            return wrapped(*args, **kwargs)
+        kind, callbacks, terminal_call = args[:3]
+        traced = safely(tracker.layers.chain, kind, callbacks, terminal_call, kwargs)
+        if traced is None:
+            return wrapped(*args, **kwargs)
+        layers, terminal = traced
+        return wrapped(kind, layers, terminal, *args[3:], **kwargs)
+
+    def _apply_wrapper(self, kind: str):
+        def wrapper(wrapped, instance, args, kwargs):
+            tracker = self._tracker()
+            if tracker is None:
+                return wrapped(*args, **kwargs)
+            active = RequestPass(kind)
+            token = current_pass.set(active)
+            try:
+                return wrapped(*args, **kwargs)
+            finally:
+                current_pass.reset(token)
+                safely(tracker.request_pass_done, kind, kwargs, active.events)
+
+        return wrapper
+
+    def _wrap_register(self, wrapped, instance, args, kwargs):
+        kind = args[0] if args else kwargs.get("kind")
+        callback = args[1] if len(args) > 1 else kwargs.get("callback")
+        manifest = getattr(instance, "manifest", None)
+        plugin = getattr(manifest, "name", None) or attribution.plugin_of(callback)
+        safely(attribution.remember, callback, plugin)
+        if kind in contract.REQUEST_KINDS and callable(callback):
+            return wrapped(kind, self._proxy(kind, callback, plugin))
+        return wrapped(*args, **kwargs)
+
+    def _wrap_discover(self, wrapped, instance, args, kwargs):
+        result = wrapped(*args, **kwargs)
+        # A re-discovery that no longer loads us (disabled, removed) leaves our wrappers in place:
+        # without our hooks no turn would ever end, so stop tracing until we are registered again.
+        hooks = getattr(instance, "_hooks", {})
+        ours = any(getattr(cb, "__name__", "").startswith("hermes_otel_") for cbs in hooks.values() for cb in cbs)
+        if not ours and self._on_unloaded is not None:
+            safely(self._on_unloaded)
+        return result
+
+    def _proxy(self, kind: str, callback: Callable[..., Any], plugin: str) -> Callable[..., Any]:
+        if getattr(callback, "_hermes_otel_request_proxy", False):
+            return callback
+        proxy = request_proxy(kind, callback, plugin, lambda: getattr(self._tracker(), "layers", None))
+        attribution.remember(proxy, plugin)
+        return proxy
+
+
+PATCHES = HermesPatches()
+
+
+def traced_llm_call(tracker_source: TrackerSource, wrapped: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """A provider attempt (`run_llm_execution_middleware`'s call) inside its `chat` span."""
+    tracker = tracker_source()
+    if tracker is None or not is_instrumentation_enabled():
+        return wrapped(*args, **kwargs)
+    try:
+        call = tracker.start_chat(args[0] if args else kwargs.get("request"), kwargs)
+    except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
+        report(tracker.start_chat, exc)
+        return wrapped(*args, **kwargs)
+    response = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_chat, call, None)
+    try:
+        tracker.finish_chat(call, response)
+    except Exception as exc:  # noqa: BLE001
+        report(tracker.finish_chat, exc)
+    return response
+
+
+def traced_tool_call(tracker_source: TrackerSource, wrapped: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """A tool call (`run_tool_execution_middleware`'s call) inside its `execute_tool` span, once per call."""
+    tracker = tracker_source()
+    tool_name = args[0] if args else kwargs.get("tool_name")
+    key = _tool_key(tool_name, kwargs)
+    if tracker is None or _ACTIVE_TOOL.get() == key or not is_instrumentation_enabled():
+        return wrapped(*args, **kwargs)
+    try:
+        call = tracker.start_tool(tool_name, kwargs, args[1] if len(args) > 1 else kwargs.get("args"))
+    except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
+        report(tracker.start_tool, exc)
+        return wrapped(*args, **kwargs)
+    marker = _ACTIVE_TOOL.set(key)
+    try:
+        result = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_tool, call, kwargs)
+    finally:
+        _ACTIVE_TOOL.reset(marker)
+    try:
+        tracker.finish_tool(call, kwargs)
+    except Exception as exc:  # noqa: BLE001
+        report(tracker.finish_tool, exc)
+    return result
+
+
+def _call_in_span(span: Any, wrapped: Callable[..., Any], args: tuple, kwargs: dict,
+                  on_error: Callable[..., Any], *on_error_args: Any) -> Any:
+    """The real call with `span` current; an exception is recorded by `on_error(*on_error_args, exc)`
+    and re-raised untouched."""
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        return wrapped(*args, **kwargs)
+    except BaseException as exc:
+        safely(on_error, *on_error_args, exc)
+        raise
+    finally:
+        otel_context.detach(token)
+
+
+def fallback_middleware(tracker: TrackerSource) -> dict[str, Callable[..., Any]]:
+    """Execution middleware that opens the call spans through the public contract.
+
+    Used only when the runners cannot be wrapped. Registered first, it is the
+    outermost layer, so its span still covers the rest of the chain.
+    """
+
+    def llm_execution(**kwargs: Any) -> Any:
+        next_call = kwargs.pop("next_call")
+        request = kwargs.pop("request", None)
+        return traced_llm_call(tracker, lambda *a, **k: next_call(request), (request,), kwargs)
+
+    def tool_execution(**kwargs: Any) -> Any:
+        next_call = kwargs.pop("next_call")
+        args = kwargs.pop("args", None)
+        tool_name = kwargs.pop("tool_name", None)
+        return traced_tool_call(tracker, lambda *a, **k: next_call(args), (tool_name,), kwargs)
+
+    return {"llm_execution": llm_execution, "tool_execution": tool_execution}

@@ -1,0 +1,67 @@
+"""`HermesInstrumentor` as a contrib instrumentor (issue 25, item 1.8): explicit providers, idempotent, suppression
+honoured, the entry point; real `hermes_cli.middleware` runners, in-memory exporters."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+import pytest
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from hermes_otel import HermesInstrumentor
+from hermes_otel.capture.patches import PATCHES
+
+middleware = pytest.importorskip("hermes_cli.middleware")
+
+
+@pytest.fixture
+def spans():
+    was_active = PATCHES.active
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = HermesInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    yield exporter
+    instrumentor.uninstrument()
+    provider.shutdown()
+    assert not PATCHES.active and not was_active  # nothing else in this process had patched Hermes
+
+
+def test_it_traces_a_provider_call_and_a_tool_call_on_the_providers_passed(spans):
+    request = {"model": "m1", "messages": []}
+    response = {"id": "r1", "model": "m1", "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    assert middleware.run_llm_execution_middleware(request, lambda r: response, api_request_id="a1") is response
+    assert middleware.run_tool_execution_middleware("terminal", {"command": "ls"}, lambda a: "out",
+                                                    tool_call_id="c1") == "out"
+    got = {s.name: s for s in spans.get_finished_spans()}
+    assert sorted(got) == ["chat m1", "execute_tool terminal"]
+    assert got["chat m1"].attributes["gen_ai.usage.input_tokens"] == 3
+    assert got["execute_tool terminal"].attributes["gen_ai.tool.call.id"] == "c1"
+    assert got["chat m1"].instrumentation_scope.name == "hermes_otel"
+
+
+def test_instrument_is_idempotent_and_uninstrument_restores_the_runners():
+    original = middleware.run_llm_execution_middleware
+    instrumentor = HermesInstrumentor()
+    instrumentor.instrument(tracer_provider=TracerProvider())
+    wrapped = middleware.run_llm_execution_middleware
+    instrumentor.instrument(tracer_provider=TracerProvider())  # a second call changes nothing
+    assert middleware.run_llm_execution_middleware is wrapped and wrapped is not original
+    instrumentor.uninstrument()
+    assert middleware.run_llm_execution_middleware is original and not PATCHES.active
+
+
+def test_suppressed_instrumentation_passes_calls_through_untraced(spans):
+    with suppress_instrumentation():
+        assert middleware.run_llm_execution_middleware({"model": "m1"}, lambda r: "ok") == "ok"
+        assert middleware.run_tool_execution_middleware("terminal", {}, lambda a: "out") == "out"
+    assert spans.get_finished_spans() == ()
+
+
+def test_it_is_registered_as_an_opentelemetry_instrumentor():
+    (entry,) = [e for e in entry_points(group="opentelemetry_instrumentor") if e.name == "hermes"]
+    assert entry.load() is HermesInstrumentor
