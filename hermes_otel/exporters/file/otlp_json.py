@@ -73,10 +73,148 @@ def encode_logs_json(batch: Sequence[ReadableLogRecord]) -> dict[str, Any]:
 
 def encode_metrics_json(data: MetricsData) -> dict[str, Any]:
     """Encode metrics as one OTLP/JSON ``ExportMetricsServiceRequest``."""
-    # Metrics go through the official protobuf encoder; imported here, on the export thread, not at plugin load.
+    resources: dict[Any, dict[Any, dict[str, Any]]] = {}  # grouped as the official encoder groups them
+    for resource_metrics in data.resource_metrics:
+        scopes: dict[Any, dict[str, Any]] = {}
+        resources[resource_metrics.resource] = scopes
+        for scope_metrics in resource_metrics.scope_metrics:
+            scope = scope_metrics.scope
+            metrics = []
+            for metric in scope_metrics.metrics:
+                encoded = _encode_metric(metric)
+                if encoded is None:  # exponential histograms: the official encoder, whole batch (never ours)
+                    return _official_metrics_json(data)
+                metrics.append(encoded)
+            entry: dict[str, Any] = {"scope": _encode_scope(scope)}
+            if metrics:
+                entry["metrics"] = metrics
+            _put_str(entry, "schemaUrl", scope.schema_url)
+            scopes[scope] = entry
+    if not resources:
+        return {}
+    out = []
+    for resource, scopes in resources.items():
+        resource_json: dict[str, Any] = {}
+        _put_attributes(resource_json, resource.attributes)
+        entry = {"resource": resource_json}
+        if scopes:
+            entry["scopeMetrics"] = list(scopes.values())
+        _put_str(entry, "schemaUrl", resource.schema_url)
+        out.append(entry)
+    return {"resourceMetrics": out}
+
+
+def _official_metrics_json(data: MetricsData) -> dict[str, Any]:
     from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 
     return _to_otlp_json(encode_metrics(data))
+
+
+def _encode_metric(metric: Any) -> dict[str, Any] | None:
+    """One metric in field-number order: name, description, unit, then gauge (5), sum (7) or histogram (9); the
+    data message only when it has points, as the official encoder sets it only while adding one."""
+    out: dict[str, Any] = {}
+    _put_str(out, "name", metric.name)
+    _put_str(out, "description", metric.description)
+    _put_str(out, "unit", metric.unit)
+    data = metric.data
+    kind = type(data).__name__
+    points = data.data_points
+    if kind == "ExponentialHistogram":
+        return None
+    if not points:
+        return out
+    if kind == "Gauge":
+        out["gauge"] = {"dataPoints": [_number_point(p, start=False) for p in points]}
+    elif kind == "Sum":
+        body: dict[str, Any] = {"dataPoints": [_number_point(p, start=True) for p in points]}
+        _put_enum(body, "aggregationTemporality", data.aggregation_temporality)
+        if data.is_monotonic:
+            body["isMonotonic"] = True
+        out["sum"] = body
+    elif kind == "Histogram":
+        body = {"dataPoints": [_histogram_point(p) for p in points]}
+        _put_enum(body, "aggregationTemporality", data.aggregation_temporality)
+        out["histogram"] = body
+    else:
+        _encoder_logger.warning("unsupported data type %s", kind)
+    return out
+
+
+def _number_point(point: Any, *, start: bool) -> dict[str, Any]:
+    """NumberDataPoint: start (2, not for gauges), time (3), asDouble (4), exemplars (5), asInt (6), attributes (7)."""
+    out: dict[str, Any] = {}
+    if start:
+        _put_u64(out, "startTimeUnixNano", point.start_time_unix_nano)
+    _put_u64(out, "timeUnixNano", point.time_unix_nano)
+    value = point.value
+    if not isinstance(value, int):
+        out["asDouble"] = _double(value)
+    exemplars = _exemplars(point.exemplars)
+    if exemplars:
+        out["exemplars"] = exemplars
+    if isinstance(value, int):
+        out["asInt"] = str(_check_int64(value))
+    _put_attributes(out, point.attributes)
+    return out
+
+
+def _histogram_point(point: Any) -> dict[str, Any]:
+    """HistogramDataPoint: start (2), time (3), count (4), sum (5), bucketCounts (6), explicitBounds (7),
+    exemplars (8), attributes (9), min (11), max (12); sum, min and max are optional, so set means present."""
+    out: dict[str, Any] = {}
+    _put_u64(out, "startTimeUnixNano", point.start_time_unix_nano)
+    _put_u64(out, "timeUnixNano", point.time_unix_nano)
+    _put_u64(out, "count", point.count)
+    if point.sum is not None:
+        out["sum"] = _double(point.sum)
+    if point.bucket_counts:
+        out["bucketCounts"] = [str(_check_uint(c, _UINT64_LIMIT)) for c in point.bucket_counts]
+    if point.explicit_bounds:
+        out["explicitBounds"] = [_double(b) for b in point.explicit_bounds]
+    exemplars = _exemplars(point.exemplars)
+    if exemplars:
+        out["exemplars"] = exemplars
+    _put_attributes(out, point.attributes)
+    if point.min is not None:
+        out["min"] = _double(point.min)
+    if point.max is not None:
+        out["max"] = _double(point.max)
+    return out
+
+
+def _exemplars(exemplars: Sequence[Any]) -> list[dict[str, Any]]:
+    """Exemplar: time (2), asDouble (3), spanId (4), traceId (5), asInt (6), filteredAttributes (7)."""
+    out = []
+    for exemplar in exemplars:
+        value = exemplar.value
+        if not isinstance(value, (int, float)):
+            raise ValueError("Exemplar value must be an int or float")
+        entry: dict[str, Any] = {}
+        _put_u64(entry, "timeUnixNano", exemplar.time_unix_nano)
+        if isinstance(value, float):
+            entry["asDouble"] = _double(value)
+        if exemplar.span_id is not None and exemplar.trace_id is not None:
+            entry["spanId"] = exemplar.span_id.to_bytes(8, "big").hex()
+            entry["traceId"] = exemplar.trace_id.to_bytes(16, "big").hex()
+        if not isinstance(value, float):
+            entry["asInt"] = str(_check_int64(value))
+        attributes = _attribute_list(exemplar.filtered_attributes)
+        if attributes:
+            entry["filteredAttributes"] = attributes
+        out.append(entry)
+    return out
+
+
+def _double(value: Any) -> Any:
+    value = float(value)
+    return value if value - value == 0.0 else _nonfinite(value)
+
+
+def _put_enum(out: dict[str, Any], key: str, value: Any) -> None:
+    number = int(value)
+    if number:
+        out[key] = number
 
 
 def _to_otlp_json(message: Any) -> dict[str, Any]:
