@@ -1,0 +1,64 @@
+"""Issue 29: what loading the plugin imports, in a real Hermes plugin discovery. Every `hermes chat` run pays for
+each module at start-up, so the plugin imports only what its configuration needs: never the CLI, the viewer, the
+docs generators, NeMo Relay or Prometheus support unless configured, gRPC only for `grpc`, the spool only with an
+OTLP endpoint, protobuf not for files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness.hermes import clean_env, write_home
+
+pytestmark = pytest.mark.hermes
+
+_PROBE = """
+import json, sys
+from hermes_cli.plugins import discover_plugins
+discover_plugins()
+print(json.dumps(sorted(sys.modules)))
+"""
+
+NEVER = ("hermes_otel.cli", "docsgen", "hermes_otel.exporters.relay", "hermes_otel.exporters.prometheus",
+         "opentelemetry.exporter.prometheus", "prometheus_client", "opentelemetry.instrumentation.instrumentor",
+         "packaging", "hermes_otel.capture.instrumentor")
+
+
+def _added(tmp_path: Path, **env: str) -> set[str]:
+    """The modules a Hermes plugin discovery imports with the plugin on, beyond those it imports with it off."""
+    seen = {}
+    for state in ("off", "on"):
+        home = write_home(tmp_path / state, "http://127.0.0.1:9/v1", enable=state == "on")
+        done = subprocess.run([sys.executable, "-c", _PROBE], env=clean_env(home, **env), capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen[state] = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert "hermes_otel.plugin" in seen["on"] and not _matching(seen["off"], ("hermes_otel",))
+    return seen["on"] - seen["off"]
+
+
+def _matching(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m.startswith(prefixes) and (m in prefixes or m.startswith(
+        tuple(p + "." for p in prefixes))))
+
+
+def test_files_only_loads_no_grpc_no_protobuf_no_spool_and_no_tools(tmp_path: Path) -> None:
+    added = _added(tmp_path)
+    assert "opentelemetry.sdk.trace" in added  # the plugin's pipeline was built
+    assert _matching(added, (*NEVER, "grpc", "google.protobuf", "opentelemetry.proto", "opentelemetry.exporter",
+                             "hermes_otel.exporters.spool")) == []
+
+
+def test_an_http_endpoint_adds_the_http_exporter_and_the_spool_but_not_grpc(tmp_path: Path) -> None:
+    added = _added(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
+    assert {"opentelemetry.exporter.otlp.proto.http.trace_exporter", "hermes_otel.exporters.spool.delivery"} <= added
+    assert _matching(added, (*NEVER, "grpc", "opentelemetry.exporter.otlp.proto.grpc")) == []
+
+
+def test_grpc_is_imported_for_a_grpc_endpoint(tmp_path: Path) -> None:
+    added = _added(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9", OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
+    assert "grpc" in added and _matching(added, NEVER) == []
