@@ -113,10 +113,11 @@ test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed)  ## the r
 		$(MATRIX)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/matrix || exit 1; \
 	done
 
-bench: $(VENV)/.test-installed $(VALGRIND)  ## overhead vs the SDK floor, history, throughput, memory, dead collectors; exit time per fault, spool write/replay, bytecodes and instructions per call (writes benchmarks/results/)
+bench: $(VENV)/.test-installed $(VALGRIND)  ## overhead vs the SDK floor, history, throughput, memory, dead collectors; exit time per fault, spool write/replay, start-up per one-shot run, bytecodes and instructions per call (writes benchmarks/results/)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/compare.py  # the chosen design against the replaced one, side by side
 	$(BIN)/python benchmarks/spool.py
+	$(BIN)/python benchmarks/startup.py  # what the plugin adds to a one-shot `hermes chat -q`, and its import set
 	$(BIN)/python benchmarks/opcodes.py  # bytecodes per call against the floor: counted, not timed
 	VALGRIND=$(abspath $(VALGRIND)) VALGRIND_LIB=$(abspath $(CACHE)/valgrind/usr/libexec/valgrind) \
 		$(BIN)/python benchmarks/instructions.py  # machine instructions per call, every thread: counted

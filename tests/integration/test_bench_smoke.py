@@ -61,6 +61,23 @@ def test_the_spool_benchmark_reports_exit_time_per_fault_and_throughput(tmp_path
     assert "| collector hanging |" in (tmp_path / "spool.md").read_text()
 
 
+@pytest.mark.timeout(300)
+def test_the_startup_benchmark_reports_every_configuration_against_the_disabled_runs(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
+    env.update(BENCH_STARTUP_RUNS="1", BENCH_RESULTS=str(tmp_path))
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "startup.py")], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    report = json.loads((tmp_path / "startup.json").read_text())
+    assert [row["case"] for row in report["one_shot"]] == [
+        "plugin disabled", "enabled, files", "enabled, OTLP endpoint", "enabled, dead endpoint"]
+    assert all(row["runs"] == 1 and row["median_s"] > 0 for row in report["one_shot"])
+    assert report["one_shot"][0]["added_ms"] == 0
+    plugin = report["plugin"]
+    assert plugin["import_ms"] > 0 and plugin["modules"] > 0 and not plugin["grpc"] and not plugin["protobuf"]
+    assert "| enabled, dead endpoint |" in (tmp_path / "startup.md").read_text()
+
+
 @pytest.mark.timeout(120)
 def test_the_bytecode_count_reports_every_case_against_the_floor(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
