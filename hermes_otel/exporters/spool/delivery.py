@@ -35,6 +35,7 @@ from ..private import UnsafePath
 from .store import Spool
 
 SPOOL_WAIT_S = 0.1  # at shutdown, the wait for in-flight exports before their batches are spooled
+_FAILURE_POLL_S = 0.005  # within that wait, how often a failure reported meanwhile is looked for
 DROPPED_METRIC = "hermes.otel.exporter.dropped"
 
 _exit_at: float | None = None  # monotonic deadline of the process's exit, once it began
@@ -160,7 +161,14 @@ class Outbox:
     def finish(self) -> None:
         """After :meth:`close`: wait until everything was sent or the deadline, spool (or count) the rest."""
         with self._cond:
-            self._cond.wait_for(self._idle, max(self._deadline - time.monotonic(), 0))
+            # An endpoint that fails while we wait (refused: the SDK reports it at once, then sleeps out its backoff)
+            # will not answer before the deadline: spool now rather than wait it out.
+            endpoints = frozenset({self.endpoint})
+            while not self._idle() and not health.any_failing(endpoints):
+                left = self._deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, _FAILURE_POLL_S))
             leftovers = [batch for batch, _ in self._pending]
             self._pending.clear()
             self._waiting = 0
