@@ -53,7 +53,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
                        help=f"the N newest traces (default {VIEW_DEFAULT_LAST})")
     show.add_argument("--ascii", action="store_true", help="ASCII-only output")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    show.add_argument("--width", type=_positive, default=None)
+    show.add_argument("--width", type=view.width, default=None,
+                      help=f"columns ({view.MIN_WIDTH} to {view.MAX_WIDTH}; default: the terminal's)")
 
     from . import cost_report
 
