@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes_otel.cli import view
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
 from tests.harness.hermes import BIN, clean_env, hermes_chat, write_home
 from tests.harness.otlp_receiver import OTLPReceiver
@@ -48,9 +49,14 @@ def test_cli_run_exports_over_otlp_http(home):
         assert tree(spans) == EXPECTED_TREE
         assert {s.resource["service.name"] for s in spans} == {"hermes-agent"}
         assert "/v1/traces" in receiver.paths
-    # An endpoint replaces the embedded default files. (A batch still unacknowledged 100 ms into the exit, such as
-    # the final metrics collection on a loaded machine, may be in otel/spool: that is the spool doing its job.)
-    assert sorted((home_dir / "otel").glob("*.jsonl*")) == []
+    # The local record stays on beside an endpoint (issue 26): the traces file holds the same spans, and `view` and
+    # `cost` show this turn; the logs and metrics go to the endpoint only. (A batch still unacknowledged 100 ms into
+    # the exit, such as the final metrics collection on a loaded machine, may be in otel/spool: the spool's job.)
+    assert sorted(p.name for p in (home_dir / "otel").glob("*.jsonl*")) == ["traces.jsonl"]
+    local = view.load_spans(home_dir / "otel")
+    assert sorted((s["trace_id"], s["span_id"]) for s in local) == sorted((s.trace_id, s.span_id) for s in spans)
+    shown = hermes_otel_cli("view", "--ascii", "--width", "120", env=env)
+    assert shown.returncode == 0 and spans[0].trace_id in shown.stdout.splitlines()[0], shown.stderr
 
 
 def test_cli_run_with_nothing_configured_writes_files_and_view_shows_it(home):
