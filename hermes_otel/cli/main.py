@@ -196,6 +196,10 @@ def cmd_doctor() -> int:
     else:
         report.fail("plugin not discoverable: no `hermes_agent.plugins` entry point and no directory plugin")
     _check_enabled(report, home, env)
+    from ..tab import install as tab
+
+    level, text = tab.status(home)
+    getattr(report, level)(text)
     result = config.load_settings(env)
     for problem in result.problems:
         if problem.ignored:

@@ -131,6 +131,7 @@ def test_config_validate_and_doctor(home, tmp_path):
     assert "ok    hermes-agent 0.19.0: full telemetry (middleware layers included)" in doctor.stdout
     assert "ok    plugin discoverable (entry point)" in doctor.stdout
     assert f"ok    enabled in {home_dir / 'config.yaml'}" in doctor.stdout
+    assert f"ok    dashboard Traces tab installed ({home_dir / 'plugins' / 'hermes_otel' / 'dashboard'})" in doctor.stdout
     # The endpoint defaults to nothing: headers alone do not export, so the doctor is happy.
     assert doctor.returncode == 0, doctor.stdout
 
@@ -143,10 +144,14 @@ def test_config_validate_and_doctor(home, tmp_path):
 def test_disable_then_enable_says_what_it_did(home):
     home_dir, _ = home
     env = clean_env(home_dir)
+    tab = home_dir / "plugins" / "hermes_otel" / "dashboard"
+    assert (tab / "manifest.json").is_file()  # `enable` installed the dashboard's Traces tab
     disabled = hermes_otel_cli("disable", env=env)
-    assert (disabled.returncode, disabled.stdout.strip()) == (
-        0, "hermes-otel disable: ran `hermes plugins disable hermes_otel`: ⊘ Plugin hermes_otel disabled. Takes "
-           "effect on next session.")
+    assert (disabled.returncode, disabled.stdout.splitlines()) == (0, [
+        "hermes-otel disable: ran `hermes plugins disable hermes_otel`: ⊘ Plugin hermes_otel disabled. Takes "
+        "effect on next session.",
+        f"hermes-otel disable: removed the dashboard's Traces tab from {tab}"])
+    assert not tab.parent.exists()
     import yaml
 
     plugins = yaml.safe_load((home_dir / "config.yaml").read_text())["plugins"]
@@ -155,6 +160,8 @@ def test_disable_then_enable_says_what_it_did(home):
     assert enabled.stdout.startswith(
         "hermes-otel enable: ran `hermes plugins enable hermes_otel --no-allow-tool-override`: ✓ Plugin hermes_otel "
         "enabled."), enabled.stdout
+    assert enabled.stdout.splitlines()[-1] == (f"hermes-otel enable: installed the dashboard's Traces tab in {tab} "
+                                               "(restart `hermes dashboard` to see it)")
     plugins = yaml.safe_load((home_dir / "config.yaml").read_text())["plugins"]
     assert "hermes_otel" in plugins["enabled"] and "hermes_otel" not in plugins["disabled"]
 
