@@ -81,7 +81,14 @@ else
 GO_BACKENDS := $(OTELCOL) $(JAEGER)
 endif
 
-backends: $(PROMETHEUS) $(PHOENIX_STAMP) $(GO_BACKENDS)  ## fetch/build the real backends the live tests start
+CHROMIUM        := /usr/bin/chromium
+
+# The headless browser of the dashboard tab's test (Debian's chromium, driven by Playwright with this executable;
+# Playwright's own browser download is never used). Needs root, as CI has.
+$(CHROMIUM):
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+backends: $(PROMETHEUS) $(PHOENIX_STAMP) $(GO_BACKENDS) $(CHROMIUM)  ## fetch/build the real backends the live tests start (and chromium)
 
 test: $(VENV)/.test-installed backends  ## the whole suite (unit + real Hermes integration + live backends)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
