@@ -8,9 +8,12 @@ re-exported here (``read_traces``, ``load_spans``, ``group_traces``, ...), as `v
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from ..cost import pricing as cost
 from ..local.decode import STATUS_ERROR as _STATUS_ERROR
@@ -291,3 +294,39 @@ def _paint(
         tail = f"{_RED}{glyphs.error}{_RESET}{tail[len(glyphs.error):]}"
     return label, f"{_DIM}{duration}{_RESET}", f"{hue}{bar}{_RESET}", tail
 
+
+
+# --- following ------------------------------------------------------------
+
+
+def follow(path: Path, *, width: int, color: bool = False, ascii: bool = False, out: TextIO | None = None,
+           interval: float = 0.5) -> int:
+    """`hermes-otel view --follow`: the waterfall of each turn as it ends, until Ctrl-C (exit 130, no traceback).
+
+    Follows `traces.jsonl` of a directory (or a traces file) across rotation; starts at its end."""
+    from ..local.follow import Follower
+
+    out = out or sys.stdout
+    try:
+        if not path.is_dir():
+            trace_files(path)  # a FIFO or a device is refused here, as by every reader
+    except OSError as exc:
+        print(f"hermes-otel view: cannot read {printable(str(path))} ({exc.strerror or exc})", file=sys.stderr)
+        return 1
+    follower = Follower(path)
+    print(f"hermes-otel view: following {printable(str(follower.path))}; each turn is shown as it ends "
+          "(Ctrl-C to stop)", file=sys.stderr)
+    bad = 0
+    try:
+        while True:
+            for trace in follower.poll():
+                out.write(render([trace], width=width, color=color, ascii=ascii) + "\n")
+                out.flush()
+            if follower.bad_lines > bad:
+                print(f"hermes-otel view: skipped {follower.bad_lines - bad} unreadable line(s)", file=sys.stderr)
+                bad = follower.bad_lines
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        follower.close()
