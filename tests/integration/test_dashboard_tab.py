@@ -11,6 +11,7 @@ view (dark and light) are written to docs/images/ for docs/dashboard.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,32 @@ def _playwright():
     return sync_playwright
 
 
+@contextlib.contextmanager
+def running_dashboard(env: dict[str, str]) -> Iterator[str]:
+    """`hermes dashboard` on a free loopback port; its base URL."""
+    process = subprocess.Popen(
+        [str(BIN / "hermes"), "dashboard", "--no-open", "--host", "127.0.0.1", "--port", "0", "--skip-build"],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        port = None
+        deadline = time.monotonic() + 90
+        assert process.stdout is not None
+        while port is None and time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            if match := re.search(r"HERMES_DASHBOARD_READY port=(\d+)", line):
+                port = int(match.group(1))
+        assert port is not None, "the dashboard never said HERMES_DASHBOARD_READY"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
 @pytest.fixture
 def dashboard(tmp_path):
     """A home with one recorded turn, the tab installed by `hermes-otel enable`, `hermes dashboard` on a free port."""
@@ -61,27 +89,8 @@ def dashboard(tmp_path):
         assert enabled.returncode == 0, enabled.stdout + enabled.stderr
         first = hermes_chat("run echo traced", env=env)
         assert first.returncode == 0 and first.answer == "traced ok", first.stderr[-3000:]
-        process = subprocess.Popen(
-            [str(BIN / "hermes"), "dashboard", "--no-open", "--host", "127.0.0.1", "--port", "0", "--skip-build"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            port = None
-            deadline = time.monotonic() + 90
-            assert process.stdout is not None
-            while port is None and time.monotonic() < deadline:
-                line = process.stdout.readline()
-                if not line:
-                    break
-                if match := re.search(r"HERMES_DASHBOARD_READY port=(\d+)", line):
-                    port = int(match.group(1))
-            assert port is not None, "the dashboard never said HERMES_DASHBOARD_READY"
-            yield home, env, f"http://127.0.0.1:{port}", sync_playwright
-        finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        with running_dashboard(env) as base:
+            yield home, env, base, sync_playwright
 
 
 def _shoot(page, name: str, tmp: Path) -> None:
@@ -176,3 +185,49 @@ def test_the_traces_tab_in_a_real_dashboard_and_browser(dashboard, tmp_path):
     unexplained = [p for p in problems if not (p.startswith("console error: Failed to load resource: the server "
                                                             "responded with a status of 401") and host_own)]
     assert unexplained == []
+
+
+def test_a_trace_of_5000_spans_renders_in_under_2_s(tmp_path):
+    """Issue 26, item 7: written by the real file exporter (100 chat spans under the turn, 49 tool calls under
+    each but the last); from the click on its row to its waterfall drawn, fetch included."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.trace import set_span_in_context
+
+    from hermes_otel.exporters.file.exporter import JsonFileSpanExporter, RotatingJsonLinesWriter, file_paths
+    from hermes_otel.tab import install
+
+    sync_playwright = _playwright()
+    home = write_home(tmp_path / "home", "http://127.0.0.1:9/v1")
+    install.install(home)
+    writer = RotatingJsonLinesWriter(file_paths(home / "otel")["traces"])
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(JsonFileSpanExporter(writer), max_queue_size=8192))
+    tracer = provider.get_tracer("big")
+    root = tracer.start_span("invoke_agent hermes")
+    for n in range(100):
+        chat = tracer.start_span(f"chat model-{n}", context=set_span_in_context(root))
+        for k in range(49 if n < 99 else 48):  # 1 + 100 + 4,899 spans
+            tracer.start_span(f"execute_tool tool-{n}-{k}", context=set_span_in_context(chat)).end()
+        chat.end()
+    root.end()
+    provider.shutdown()
+    writer.close()
+    trace_id = f"{root.get_span_context().trace_id:032x}"
+    assert sum(1 for _ in view.load_spans(home / "otel")) == 5000
+
+    with running_dashboard(clean_env(home)) as base, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 820})
+        page.goto(base + "/traces")
+        page.wait_for_selector(f'.hot-row[data-trace="{trace_id}"]', timeout=30_000)
+        started = time.monotonic()
+        page.locator(".hot-row").first.click()
+        page.wait_for_selector(".hot-windowed .hot-span", timeout=10_000)
+        drawn = time.monotonic() - started
+        assert page.locator(".hot-head .hot-chip", has_text="spans").inner_text() == "5000 spans"
+        # Only the rows in view are drawn; scrolling to the end draws the last one.
+        page.evaluate("document.querySelector('.hot-windowed').scrollTop = 1e9")
+        page.wait_for_selector("text=execute_tool tool-99-47", timeout=5_000)
+        browser.close()
+    assert drawn < 2.0, drawn
