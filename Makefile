@@ -111,10 +111,10 @@ MATRIX := .cache/hermes-matrix
 $(MATRIX)/%/.installed: pyproject.toml
 	rm -rf $(MATRIX)/$*
 	$(PYTHON) -m venv $(MATRIX)/$*
-	$(MATRIX)/$*/bin/python -m pip --disable-pip-version-check -q install -e . 'hermes-agent==$*' 'pytest>=8' 'pytest-timeout>=2.3' 'hypothesis>=6.100,<7'
+	$(MATRIX)/$*/bin/python -m pip --disable-pip-version-check -q install -e . 'hermes-agent==$*' 'pytest>=8' 'pytest-timeout>=2.3' 'hypothesis>=6.100,<7' 'playwright>=1.40,<2'
 	@touch $@
 
-test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed)  ## the real-Hermes smoke on every supported release
+test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed) $(CHROMIUM)  ## the real-Hermes smoke on every supported release
 	@for v in $(HERMES_RELEASES); do \
 		echo "== hermes-agent $$v"; \
 		$(MATRIX)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/matrix || exit 1; \

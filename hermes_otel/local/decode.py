@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Span", "attributes", "decode_line"]
+__all__ = ["Span", "attributes", "decode_line", "decode_request"]
 
 Span = dict[str, Any]
 HEX_ID = re.compile(r"[0-9a-fA-F]+")
@@ -121,7 +121,12 @@ def _span(span: Any, resource: dict[str, Any]) -> Span:
 
 def decode_line(line: bytes | str) -> list[Span]:
     """The spans of one `ExportTraceServiceRequest` line; raises on anything else (the caller counts it)."""
-    request = _dict(json.loads(line, parse_constant=_no_constant))
+    return decode_request(json.loads(line, parse_constant=_no_constant))
+
+
+def decode_request(request: Any) -> list[Span]:
+    """The spans of a decoded OTLP/JSON traces document (`{"resourceSpans": [...]}`); raises on anything else."""
+    request = _dict(request)
     spans: list[Span] = []
     for resource_spans in _list(request.get("resourceSpans")):
         resource_spans = _dict(resource_spans)
