@@ -32,10 +32,10 @@ def hermes_executable() -> str | None:
     return str(candidate) if candidate.exists() else shutil.which("hermes")
 
 
-def enable(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
-    """Enable the plugin, then install (or update) the dashboard's Traces tab."""
+def enable(env: Mapping[str, str] | None = None, out: TextIO | None = None, tab: bool = True) -> int:
+    """Enable the plugin, then install (or update) the dashboard's Traces tab (unless `tab` is false)."""
     code = _switch("enable", env, out or sys.stdout)
-    return _tab("enable", env, out or sys.stdout) if code == 0 else code
+    return _tab("enable", env, out or sys.stdout) if code == 0 and tab else code
 
 
 def disable(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
