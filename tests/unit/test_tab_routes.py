@@ -217,3 +217,14 @@ def test_the_api_file_hermes_imports_serves_the_router(tmp_path):
     from hermes_otel.tab.routes import router
 
     assert module.router is router
+
+
+def test_the_tab_never_renders_data_as_markup():
+    """React renders strings as text; the tab's script never reaches past it (no HTML sinks, no eval)."""
+    script = (install.ASSETS / "dist" / "index.js").read_text()
+    for sink in ("innerHTML", "outerHTML", "dangerouslySetInnerHTML", "insertAdjacentHTML", "document.write",
+                 "eval(", "new Function"):
+        assert sink not in script, sink
+    css = (install.ASSETS / "dist" / "style.css").read_text()
+    selectors = [line.split("{")[0] for line in css.splitlines() if "{" in line and not line.startswith(("@", " "))]
+    assert selectors and all(part.strip().startswith(".hot-") for sel in selectors for part in sel.split(","))
