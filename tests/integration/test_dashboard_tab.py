@@ -93,6 +93,16 @@ def dashboard(tmp_path):
             yield home, env, base, sync_playwright
 
 
+def add_failing_plugin(home: Path) -> None:
+    """The tests' mw_beta (a layer that raises before next_call, an anonymous rewrite), enabled for the next run."""
+    import yaml
+
+    shutil.copytree(Path(__file__).resolve().parents[1] / "plugins" / "mw_beta", home / "plugins" / "mw_beta")
+    config = yaml.safe_load((home / "config.yaml").read_text())
+    config["plugins"]["enabled"].append("mw_beta")
+    (home / "config.yaml").write_text(yaml.safe_dump(config))
+
+
 def _shoot(page, name: str, tmp: Path) -> None:
     target = IMAGES if os.environ.get("HERMES_OTEL_SCREENSHOTS") == "1" else tmp
     target.mkdir(parents=True, exist_ok=True)
@@ -139,7 +149,7 @@ def test_the_traces_tab_in_a_real_dashboard_and_browser(dashboard, tmp_path):
         assert page.url.endswith(f"/traces?trace={turn.trace_id}")  # a link reopens the trace
         names = page.locator(".hot-span .hot-name").all_inner_texts()
         assert names[0] == "invoke_agent hermes" and names.count("chat fake-model") == 2
-        assert "tool_execution demo_middleware · plugin demo_middleware · ok" in names
+        assert "tool_execution demo_middleware · ok" in names
         assert page.locator(".hot-span .hot-layer").count() == 1  # the layer's bar
         markers = page.locator(".hot-marker.hot-rewrite")
         assert markers.count() == 2  # the sample plugin's rewrite, on each chat span
@@ -159,12 +169,23 @@ def test_the_traces_tab_in_a_real_dashboard_and_browser(dashboard, tmp_path):
         page.locator(".hot-tabs button", has_text="Traces").click()
         page.wait_for_selector(".hot-row", timeout=10_000)
         page.evaluate("window.__hotNoReload = 1")
+        add_failing_plugin(home)  # the next turn also runs a layer that raises (fail-open)
         second = hermes_chat("run echo traced again", env=env)
         assert second.returncode == 0 and second.answer == "traced ok", second.stderr[-3000:]
         page.wait_for_function("document.querySelectorAll('.hot-row').length === 2", timeout=2_000)
         assert page.evaluate("window.__hotNoReload") == 1
         newest = view.read_traces(home / "otel", last=1).traces[0].trace_id
         assert page.locator(".hot-row").first.get_attribute("data-trace") == newest
+
+        # A failed layer stands out: red, with its outcome, and its failure above the waterfall.
+        page.locator(".hot-row").first.click()
+        page.wait_for_selector(".hot-span", timeout=10_000)
+        bad = page.locator(".hot-span-bad.hot-kind-layer .hot-name").all_inner_texts()
+        assert bad == ["llm_execution mw_beta · fail_open"] * 2, bad
+        assert page.locator(".hot-failures").inner_text().count("RuntimeError") == 2
+        _shoot(page, "dashboard-failed-layer-dark.png", tmp_path)
+        page.locator(".hot-button", has_text="all turns").click()
+        page.wait_for_selector(".hot-row", timeout=10_000)
 
         # Light: a user theme of the host with a light palette; the tab follows the host's colours.
         token = page.evaluate("window.__HERMES_SESSION_TOKEN__")
