@@ -81,7 +81,17 @@ else
 GO_BACKENDS := $(OTELCOL) $(JAEGER)
 endif
 
-backends: $(PROMETHEUS) $(PHOENIX_STAMP) $(GO_BACKENDS)  ## fetch/build the real backends the live tests start
+CHROMIUM        := /usr/bin/chromium
+
+# The headless browser of the dashboard tab's test (Debian's chromium, driven by Playwright with this executable;
+# Playwright's own browser download is never used). Installing needs root, as CI has.
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; \
+	else echo "chromium is not installed (apt-get install chromium, as root): the dashboard browser tests will skip"; fi
+
+backends: $(PROMETHEUS) $(PHOENIX_STAMP) $(GO_BACKENDS) $(CHROMIUM)  ## fetch/build the real backends the live tests start (and chromium)
 
 test: $(VENV)/.test-installed backends  ## the whole suite (unit + real Hermes integration + live backends)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
@@ -104,10 +114,10 @@ MATRIX := .cache/hermes-matrix
 $(MATRIX)/%/.installed: pyproject.toml
 	rm -rf $(MATRIX)/$*
 	$(PYTHON) -m venv $(MATRIX)/$*
-	$(MATRIX)/$*/bin/python -m pip --disable-pip-version-check -q install -e . 'hermes-agent==$*' 'pytest>=8' 'pytest-timeout>=2.3' 'hypothesis>=6.100,<7'
+	$(MATRIX)/$*/bin/python -m pip --disable-pip-version-check -q install -e . 'hermes-agent==$*' 'pytest>=8' 'pytest-timeout>=2.3' 'hypothesis>=6.100,<7' 'playwright>=1.40,<2'
 	@touch $@
 
-test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed)  ## the real-Hermes smoke on every supported release
+test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed) $(CHROMIUM)  ## the real-Hermes smoke on every supported release
 	@for v in $(HERMES_RELEASES); do \
 		echo "== hermes-agent $$v"; \
 		$(MATRIX)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/matrix || exit 1; \

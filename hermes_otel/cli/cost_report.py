@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -22,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ..cost import pricing as cost
+from ..local.files import Counter, batches, trace_files
 from ..redaction.masking import printable
-from . import view
 
 BY = ("session", "turn", "model", "profile", "subagent", "day")
 SCHEMA = "hermes-otel.cost.v1"
@@ -35,6 +36,8 @@ _TOKENS = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen
            ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"))
 _DURATION = re.compile(r"(\d+)\s*([mhdw])")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+NOT_FINITE = "not_finite"  # the reason of an attempt whose recorded amount is infinite or NaN
+_REASONS = {**cost.REASONS, NOT_FINITE: "its recorded amount is not a finite number"}
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,14 @@ def _str(value: Any) -> str | None:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite amount, else None: an infinite or NaN price (`1e400` from a model server) is unknown, never summed."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond any float
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _count(value: Any) -> int:
@@ -138,14 +148,19 @@ def _slim(span: dict) -> dict:
 def read_spans(paths: Path | Iterable[Path]) -> tuple[list[dict], list[Path], int]:
     """The spans the report needs from traces files or directories (each span once), and the lines it had to
     skip."""
-    files = [f for path in ([paths] if isinstance(paths, Path) else paths) for f in view.trace_files(Path(path))]
-    counter = view._Counter()
+    files = [f for path in ([paths] if isinstance(paths, Path) else paths) for f in _files(Path(path))]
+    counter = Counter()
     spans: dict[tuple[str, str], dict] = {}
-    for file in files:
-        with file.open("rb") as handle:
-            for batch in view._decoded(view._forward(handle, counter), counter):
-                spans.update(((s["trace_id"], s["span_id"]), _slim(s)) for s in batch if _kept(s))
+    for batch in batches(files, counter):
+        spans.update(((s["trace_id"], s["span_id"]), _slim(s)) for s in batch if _kept(s))
     return list(spans.values()), files, counter.bad
+
+
+def _files(path: Path) -> list[Path]:
+    try:
+        return trace_files(path)
+    except FileNotFoundError:  # a spool directory drained (and removed) since it was found
+        return []
 
 
 def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
@@ -157,17 +172,20 @@ def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
     for span in by_id.values():
         if span["name"].startswith("invoke_agent") and span["parent_span_id"] is None:
             roots.setdefault(span["trace_id"], span)
+    role = _Roles(by_id)
     for span in sorted(by_id.values(), key=lambda s: (s["start_ns"], s["span_id"])):
         attrs = span["attributes"]
         if not span["name"].startswith("chat") or attrs.get(cost.USAGE_COST_STATUS) is None:
             continue
         root = roots.get(span["trace_id"])
         top = root["attributes"] if root is not None else {}
-        amount = _number(attrs.get(cost.USAGE_COST))
+        recorded = attrs.get(cost.USAGE_COST)
+        amount = _number(recorded)
         yield Attempt(
             start_ns=span["start_ns"],
             amount=Decimal(repr(amount)) if amount is not None else None,
-            reason=_str(attrs.get(cost.USAGE_COST_REASON)),
+            reason=NOT_FINITE if amount is None and isinstance(recorded, float) else _str(
+                attrs.get(cost.USAGE_COST_REASON)),
             tokens=tuple(_count(attrs.get(key)) for _, key in _TOKENS),
             keys={
                 "session": _str(top.get("gen_ai.conversation.id")) or _str(attrs.get("gen_ai.conversation.id"))
@@ -175,25 +193,46 @@ def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
                 "turn": _str(top.get("hermes.turn.id")) or _str(attrs.get("hermes.turn.id")) or UNKNOWN,
                 "model": _str(attrs.get("gen_ai.request.model")) or UNKNOWN,
                 "profile": _str(top.get(cost.PROFILE)) or UNKNOWN,
-                "subagent": _role(span, by_id),
+                "subagent": role(span),
                 "day": dt.datetime.fromtimestamp(span["start_ns"] / 1e9, dt.UTC).date().isoformat(),
             },
         )
 
 
-def _role(span: dict, by_id: dict[tuple[str, str], dict]) -> str:
-    """The role of the nearest subagent span above `span` (chat -> its turn -> the subagent), else MAIN."""
-    seen = set()
-    current = span
-    while current["parent_span_id"] is not None and current["span_id"] not in seen:
-        seen.add(current["span_id"])
-        parent = by_id.get((current["trace_id"], current["parent_span_id"]))
-        if parent is None:
-            return MAIN
-        current = parent
-        if current["name"].startswith("subagent"):
-            return _str(current["attributes"].get("hermes.subagent.role")) or UNKNOWN
-    return MAIN
+class _Roles:
+    """The role of the nearest subagent span above a span (chat -> its turn -> the subagent), else MAIN.
+
+    Each span's answer is kept, so the walks up all parent chains together visit each span once: linear in the
+    spans, however deep the chains."""
+
+    def __init__(self, by_id: dict[tuple[str, str], dict]) -> None:
+        self._by_id = by_id
+        self._known: dict[tuple[str, str], str] = {}
+
+    def __call__(self, span: dict) -> str:
+        walked: list[tuple[str, str]] = []
+        seen: set[tuple[str, str]] = set()
+        current, role = span, MAIN
+        while True:
+            key = (current["trace_id"], current["span_id"])
+            if key in self._known:
+                role = self._known[key]
+                break
+            if key in seen:  # a parent cycle
+                break
+            seen.add(key)
+            walked.append(key)
+            parent_id = current["parent_span_id"]
+            parent = self._by_id.get((current["trace_id"], parent_id)) if parent_id is not None else None
+            if parent is None:
+                break
+            if parent["name"].startswith("subagent"):
+                role = _str(parent["attributes"].get("hermes.subagent.role")) or UNKNOWN
+                break
+            current = parent
+        for key in walked:  # none of them is a subagent below the one found: they share its role
+            self._known[key] = role
+        return role
 
 
 def report(paths: Path | Iterable[Path], by: str = "session", since_ns: int | None = None) -> Report:
@@ -220,7 +259,11 @@ def parse_since(text: str, now: dt.datetime | None = None) -> int:
     value = text.strip()
     match = _DURATION.fullmatch(value)
     if match:
-        when = now - dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+        try:
+            when = now - dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+        except (OverflowError, ValueError):
+            raise argparse.ArgumentTypeError(
+                f"{printable(text)[:40]!r} reaches back before the year 1; give a shorter duration") from None
     else:
         try:
             when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -230,7 +273,10 @@ def parse_since(text: str, now: dt.datetime | None = None) -> int:
                 f"found {printable(text)[:40]!r}") from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1e9)
+    try:
+        return int(when.timestamp() * 1e9)
+    except (OverflowError, ValueError):  # an aware time at the very edge of the calendar
+        raise argparse.ArgumentTypeError(f"{printable(text)[:40]!r} is out of range") from None
 
 
 def _iso(ns: int) -> str:
@@ -254,7 +300,7 @@ def render_table(result: Report) -> str:
     out = [line(header), line(["-" * w for w in widths]), *(line(row) for row in lines),
            line(["-" * w for w in widths]), line(footer)]
     if total.reasons:
-        why = ", ".join(f"{n} {cost.REASONS.get(r, r)}" for r, n in sorted(total.reasons.items()))
+        why = ", ".join(f"{n} {_REASONS.get(r, r)}" for r, n in sorted(total.reasons.items()))
         out.append(f"\n{total.unpriced} attempt(s) could not be priced: {printable(why)}.")
     return "\n".join(out) + "\n"
 

@@ -40,7 +40,7 @@ def run(keep: bool = False, ascii: bool = False) -> int:
             env = _demo_env(home, server.base_url, otel_dir)
             print(f"$ hermes-otel enable   (HERMES_HOME={home}; a sample middleware plugin is installed next to it)")
             said = io.StringIO()
-            if enable.enable(env=env, out=said) != 0:
+            if enable.enable(env=env, out=said, tab=keep) != 0:  # the tab only in a home that is kept
                 print(said.getvalue(), file=sys.stderr, end="")
                 return 1
             print(said.getvalue(), end="")
@@ -76,6 +76,7 @@ def run(keep: bool = False, ascii: bool = False) -> int:
             if ok:
                 print(f"\nTelemetry files: {otel_dir} (traces.jsonl, logs.jsonl, metrics.jsonl — OTLP JSON lines)")
                 print(f"View again with: hermes-otel view {otel_dir}")
+                print(f"Or in Hermes's dashboard (the Traces tab): HERMES_HOME={home} hermes dashboard")
             print(f"(HERMES_HOME {home} kept)")
         else:
             shutil.rmtree(home, ignore_errors=True)

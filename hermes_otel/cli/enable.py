@@ -32,12 +32,33 @@ def hermes_executable() -> str | None:
     return str(candidate) if candidate.exists() else shutil.which("hermes")
 
 
-def enable(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
-    return _switch("enable", env, out or sys.stdout)
+def enable(env: Mapping[str, str] | None = None, out: TextIO | None = None, tab: bool = True) -> int:
+    """Enable the plugin, then install (or update) the dashboard's Traces tab (unless `tab` is false)."""
+    code = _switch("enable", env, out or sys.stdout)
+    return _tab("enable", env, out or sys.stdout) if code == 0 and tab else code
 
 
 def disable(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
-    return _switch("disable", env, out or sys.stdout)
+    """Disable the plugin, then remove the dashboard's Traces tab."""
+    code = _switch("disable", env, out or sys.stdout)
+    return _tab("disable", env, out or sys.stdout) if code == 0 else code
+
+
+def _tab(action: str, env: Mapping[str, str] | None, out: TextIO) -> int:
+    from ..config import hermes_home
+    from ..tab import install
+
+    home = hermes_home(os.environ if env is None else env)
+    try:
+        said = install.install(home) if action == "enable" else install.remove(home)
+    except OSError as exc:
+        print(f"hermes-otel {action}: the plugin is {action}d, but the dashboard's Traces tab could not be "
+              f"{'installed in' if action == 'enable' else 'removed from'} {install.target(home)} "
+              f"({exc.strerror or type(exc).__name__})", file=out)
+        return 1
+    if said:
+        print(f"hermes-otel {action}: {said}", file=out)
+    return 0
 
 
 def _switch(action: str, env: Mapping[str, str] | None, out: TextIO) -> int:

@@ -51,9 +51,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     which.add_argument("--trace", help="only this trace id (or a unique prefix of it)")
     which.add_argument("--last", type=_positive, default=None,
                        help=f"the N newest traces (default {VIEW_DEFAULT_LAST})")
+    which.add_argument("--follow", action="store_true",
+                       help="show each turn's waterfall as it ends, across file rotation, until Ctrl-C")
     show.add_argument("--ascii", action="store_true", help="ASCII-only output")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    show.add_argument("--width", type=_positive, default=None)
+    show.add_argument("--width", type=view.width, default=None,
+                      help=f"columns ({view.MIN_WIDTH} to {view.MAX_WIDTH}; default: the terminal's)")
 
     from . import cost_report
 
@@ -125,6 +128,10 @@ def cmd_view(args: argparse.Namespace) -> int:
         print(f"hermes-otel view: {shown_path} does not exist (no run has written telemetry there yet)",
               file=sys.stderr)
         return 1
+    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+    width = args.width or shutil.get_terminal_size((120, 24)).columns
+    if args.follow:
+        return view.follow(path, width=width, color=color, ascii=args.ascii)
     last = args.last or VIEW_DEFAULT_LAST
     try:
         reading = view.read_traces(path, trace_id=args.trace, last=last)
@@ -141,8 +148,6 @@ def cmd_view(args: argparse.Namespace) -> int:
         what = f"no trace starts with {args.trace.strip().lower()!r}" if args.trace else "no traces"
         print(f"hermes-otel view: {what} in {shown_path}", file=sys.stderr)
         return 1
-    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-    width = args.width or shutil.get_terminal_size((120, 24)).columns
     sys.stdout.write(view.render(reading.traces, width=width, color=color, ascii=args.ascii))
     if not args.trace and not reading.complete:
         print(f"hermes-otel view: the {len(reading.traces)} newest traces; --last N for more, --trace ID for one",
@@ -195,6 +200,10 @@ def cmd_doctor() -> int:
     else:
         report.fail("plugin not discoverable: no `hermes_agent.plugins` entry point and no directory plugin")
     _check_enabled(report, home, env)
+    from ..tab import install as tab
+
+    level, text = tab.status(home)
+    getattr(report, level)(text)
     result = config.load_settings(env)
     for problem in result.problems:
         if problem.ignored:

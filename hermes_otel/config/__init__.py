@@ -414,7 +414,8 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
     otlp = {s: t for s in SIGNALS if (t := _signal_target(s, values)) is not None}
     file_enabled = raw("file.enabled")
     if file_enabled is None:
-        file_signals = frozenset(s for s in SIGNALS if s not in otlp)
+        # The traces file is the local record `view`, `cost` and the dashboard read: kept beside an endpoint too.
+        file_signals = frozenset(s for s in SIGNALS if s not in otlp) | {"traces"}
     else:
         file_signals = frozenset(SIGNALS) if file_enabled else frozenset()
     directory = raw("file.directory")

@@ -174,7 +174,9 @@ FIELDS: tuple[Field, ...] = (
     Field("otlp.compression", str, "none", "Payload compression.", env="OTEL_EXPORTER_OTLP_COMPRESSION",
           choices=COMPRESSIONS),
     Field("file.enabled", bool, None,
-          "Write OTLP-JSON-lines files; default: on exactly when no OTLP endpoint is configured."),
+          "Write OTLP-JSON-lines files; default: the traces file always (the local record `view`, `cost` and the "
+          "dashboard's Traces tab read, bounded by rotation), the logs and metrics files when that signal has no "
+          "OTLP endpoint. `false`: no files at all; `true`: every signal's file."),
     Field("file.directory", str, "",
           "Directory of the files; default `$HERMES_HOME/otel`. It must be ours: one owned by another user, or a "
           "symbolic link, is refused (no files are written, and that is said once)."),

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import dis
 import functools
+import math
 import threading
 import types
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from opentelemetry import trace
 
@@ -488,13 +489,23 @@ _SHOWN = ((USAGE_COST, USAGE_COST_STATUS, "cost"), (TURN_COST, TURN_COST_STATUS,
           (SUBAGENT_COST, SUBAGENT_COST_STATUS, "total"))
 
 
+def _finite(amount: Any) -> TypeGuard[float]:
+    """A number that can be shown as dollars (data read back from files may hold `Infinity` or a huge integer)."""
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)):
+        return False
+    try:
+        return math.isfinite(amount)
+    except OverflowError:
+        return False
+
+
 def describe(attributes: Mapping[str, Any]) -> str | None:
     """`cost $0.0021` (an attempt), `total $0.0123` (a turn, a subagent), `cost unknown (no price)`, or None."""
     for key, status_key, label in _SHOWN:
         status, amount = attributes.get(status_key), attributes.get(key)
         if status is None and amount is None:
             continue
-        if isinstance(amount, (int, float)) and not isinstance(amount, bool):
+        if _finite(amount):
             return f"{label} {format_usd(amount)}" + (" (partial)" if status == "partial" else "")
         reason = attributes.get(USAGE_COST_REASON)
         return f"{label} unknown" + (f" ({str(reason).replace('_', ' ')})" if reason else "")

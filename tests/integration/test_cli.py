@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes_otel.cli import view
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
 from tests.harness.hermes import BIN, clean_env, hermes_chat, write_home
 from tests.harness.otlp_receiver import OTLPReceiver
@@ -48,9 +49,14 @@ def test_cli_run_exports_over_otlp_http(home):
         assert tree(spans) == EXPECTED_TREE
         assert {s.resource["service.name"] for s in spans} == {"hermes-agent"}
         assert "/v1/traces" in receiver.paths
-    # An endpoint replaces the embedded default files. (A batch still unacknowledged 100 ms into the exit, such as
-    # the final metrics collection on a loaded machine, may be in otel/spool: that is the spool doing its job.)
-    assert sorted((home_dir / "otel").glob("*.jsonl*")) == []
+    # The local record stays on beside an endpoint (issue 26): the traces file holds the same spans, and `view` and
+    # `cost` show this turn; the logs and metrics go to the endpoint only. (A batch still unacknowledged 100 ms into
+    # the exit, such as the final metrics collection on a loaded machine, may be in otel/spool: the spool's job.)
+    assert sorted(p.name for p in (home_dir / "otel").glob("*.jsonl*")) == ["traces.jsonl"]
+    local = view.load_spans(home_dir / "otel")
+    assert sorted((s["trace_id"], s["span_id"]) for s in local) == sorted((s.trace_id, s.span_id) for s in spans)
+    shown = hermes_otel_cli("view", "--ascii", "--width", "120", env=env)
+    assert shown.returncode == 0 and spans[0].trace_id in shown.stdout.splitlines()[0], shown.stderr
 
 
 def test_cli_run_with_nothing_configured_writes_files_and_view_shows_it(home):
@@ -125,6 +131,7 @@ def test_config_validate_and_doctor(home, tmp_path):
     assert "ok    hermes-agent 0.19.0: full telemetry (middleware layers included)" in doctor.stdout
     assert "ok    plugin discoverable (entry point)" in doctor.stdout
     assert f"ok    enabled in {home_dir / 'config.yaml'}" in doctor.stdout
+    assert f"ok    dashboard Traces tab installed ({home_dir / 'plugins' / 'hermes_otel' / 'dashboard'})" in doctor.stdout
     # The endpoint defaults to nothing: headers alone do not export, so the doctor is happy.
     assert doctor.returncode == 0, doctor.stdout
 
@@ -137,10 +144,14 @@ def test_config_validate_and_doctor(home, tmp_path):
 def test_disable_then_enable_says_what_it_did(home):
     home_dir, _ = home
     env = clean_env(home_dir)
+    tab = home_dir / "plugins" / "hermes_otel" / "dashboard"
+    assert (tab / "manifest.json").is_file()  # `enable` installed the dashboard's Traces tab
     disabled = hermes_otel_cli("disable", env=env)
-    assert (disabled.returncode, disabled.stdout.strip()) == (
-        0, "hermes-otel disable: ran `hermes plugins disable hermes_otel`: ⊘ Plugin hermes_otel disabled. Takes "
-           "effect on next session.")
+    assert (disabled.returncode, disabled.stdout.splitlines()) == (0, [
+        "hermes-otel disable: ran `hermes plugins disable hermes_otel`: ⊘ Plugin hermes_otel disabled. Takes "
+        "effect on next session.",
+        f"hermes-otel disable: removed the dashboard's Traces tab from {tab}"])
+    assert not tab.parent.exists()
     import yaml
 
     plugins = yaml.safe_load((home_dir / "config.yaml").read_text())["plugins"]
@@ -149,6 +160,8 @@ def test_disable_then_enable_says_what_it_did(home):
     assert enabled.stdout.startswith(
         "hermes-otel enable: ran `hermes plugins enable hermes_otel --no-allow-tool-override`: ✓ Plugin hermes_otel "
         "enabled."), enabled.stdout
+    assert enabled.stdout.splitlines()[-1] == (f"hermes-otel enable: installed the dashboard's Traces tab in {tab} "
+                                               "(restart `hermes dashboard` to see it)")
     plugins = yaml.safe_load((home_dir / "config.yaml").read_text())["plugins"]
     assert "hermes_otel" in plugins["enabled"] and "hermes_otel" not in plugins["disabled"]
 

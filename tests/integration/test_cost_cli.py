@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel.cli import view
+from hermes_otel.local import decode
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall, Usage
 from tests.harness.hermes import clean_env, hermes_chat, write_home
 
@@ -92,7 +92,7 @@ def test_the_session_end_records_carry_the_state_db_total(recorded):
         for resource in json.loads(line)["resourceLogs"]:
             for scope in resource["scopeLogs"]:
                 for record in scope["logRecords"]:
-                    attrs = view._attributes(record.get("attributes"))
+                    attrs = decode.attributes(record.get("attributes"))
                     if record.get("eventName") in ("hermes.observer.on_session_end",
                                                    "hermes.observer.on_session_finalize"):
                         totals[(record["eventName"], attrs["hermes.session_id"])] = attrs.get("hermes.session.cost")

@@ -56,7 +56,7 @@ def test_file_values_apply_and_env_overrides_them(tmp_path):
     assert s.otlp["metrics"].endpoint == "http://collector:4318/v1/metrics"
     assert s.otlp["logs"].headers == {"x-token": "abc"}
     assert s.otlp["logs"].timeout_s == 5.0
-    assert s.file_signals == frozenset()  # an endpoint replaces the embedded default
+    assert s.file_signals == frozenset({"traces"})  # an endpoint keeps the local record (the traces file) on
     assert (s.bsp_max_queue_size, s.bsp_max_export_batch_size) == (100, 100)  # batch never exceeds the queue
     assert s.source == str(path)
 

@@ -1,0 +1,115 @@
+"""Install, remove and check the Traces tab in `$HERMES_HOME/plugins/hermes_otel/dashboard/`.
+
+Hermes finds dashboard plugins only by directory (`plugins/*/dashboard/manifest.json`), never through entry
+points, so `hermes-otel enable` copies the tab there; the folder has no `plugin.yaml`, so Hermes's agent loader
+ignores it. Its `api.py` imports the router of the installed package, so the API always runs the package's code;
+the assets are copies, so `doctor` calls them stale when they differ from the package's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from ..version import __version__
+
+NAME = "hermes_otel"  # the key Hermes's plugins.enabled gates the tab by: the plugin's own name
+ASSETS = Path(__file__).parent / "assets"
+FILES = ("manifest.json", "dist/index.js", "dist/style.css")
+API = ("# Written by `hermes-otel enable`: the Traces tab's read-only API, from the installed hermes-otel package.\n"
+       "from hermes_otel.tab.routes import router  # noqa: F401\n")
+
+
+def target(home: Path) -> Path:
+    return home / "plugins" / NAME / "dashboard"
+
+
+def _wanted() -> dict[str, bytes]:
+    files = {name: (ASSETS / name).read_bytes() for name in FILES}
+    manifest = json.loads(files["manifest.json"])
+    manifest["version"] = __version__
+    files["manifest.json"] = (json.dumps(manifest, indent=2) + "\n").encode()
+    files["api.py"] = API.encode()
+    return files
+
+
+def install(home: Path) -> str:
+    """Write (or update) the tab's files; one line saying what was done."""
+    directory = target(home)
+    wanted = _wanted()
+    if all(_read(directory / name) == data for name, data in wanted.items()):
+        return f"the dashboard's Traces tab is up to date in {directory}"
+    for name, data in wanted.items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_bytes(data)
+        temporary.replace(path)
+    return f"installed the dashboard's Traces tab in {directory} (restart `hermes dashboard` to see it)"
+
+
+def remove(home: Path) -> str | None:
+    """Remove the tab's files (and its folders when nothing else is in them); a line, or None if none was there."""
+    directory = target(home)
+    if not directory.is_dir() or directory.is_symlink():
+        return None
+    for name in (*FILES, "api.py"):
+        (directory / name).unlink(missing_ok=True)
+    shutil.rmtree(directory / "__pycache__", ignore_errors=True)
+    for folder in (directory / "dist", directory, directory.parent):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty: someone else's files stay
+            break
+    return f"removed the dashboard's Traces tab from {directory}"
+
+
+def status(home: Path) -> tuple[str, str]:
+    """(`ok` | `warn` | `note`, one line) for `doctor`: installed, stale, missing or shadowed."""
+    directory = target(home)
+    winner = _first_manifest_named(home / "plugins", NAME)
+    if winner is not None and winner != directory / "manifest.json":
+        return "warn", (f"dashboard Traces tab shadowed: {winner} is also named {NAME!r} and Hermes loads that one; "
+                        "remove it or rename its manifest")
+    if not (directory / "manifest.json").exists():
+        return "note", "dashboard Traces tab not installed (`hermes-otel enable` installs it)"
+    wanted = _wanted()
+    if all(_read(directory / name) == data for name, data in wanted.items()):
+        return "ok", f"dashboard Traces tab installed ({directory})"
+    installed = _manifest_version(directory / "manifest.json")
+    return "warn", (f"dashboard Traces tab stale: {directory} holds version {installed}, this package is "
+                    f"{__version__} (run `hermes-otel enable` to update it)")
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes() if path.is_file() else None
+    except OSError:
+        return None
+
+
+def _manifest_version(path: Path) -> str:
+    try:
+        version = json.loads(path.read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError, AttributeError):
+        return "unknown"
+    return str(version) if version else "unknown"
+
+
+def _first_manifest_named(root: Path, name: str) -> Path | None:
+    """The manifest Hermes would pick for `name` among user plugins: the first in name order (as it scans)."""
+    try:
+        children = sorted(root.iterdir())
+    except OSError:
+        return None
+    for child in children:
+        manifest = child / "dashboard" / "manifest.json"
+        try:
+            if child.is_dir() and manifest.is_file():
+                data = json.loads(manifest.read_text(encoding="utf-8"))
+                if (data.get("name", child.name) if isinstance(data, dict) else None) == name:
+                    return manifest
+        except (OSError, ValueError):
+            continue
+    return None
