@@ -23,7 +23,7 @@ discover_plugins()
 print(json.dumps(sorted(sys.modules)))
 """
 
-NEVER = ("hermes_otel.cli", "docsgen", "hermes_otel.exporters.relay", "hermes_otel.exporters.prometheus",
+NEVER = ("hermes_otel.cli", "hermes_otel.local", "hermes_otel.tab", "docsgen", "hermes_otel.exporters.relay", "hermes_otel.exporters.prometheus",
          "opentelemetry.exporter.prometheus", "prometheus_client", "opentelemetry.instrumentation.instrumentor",
          "packaging", "hermes_otel.capture.instrumentor")
 
