@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .. import semconv as sc
 from .bounded import BoundedMap
@@ -17,6 +19,24 @@ from .instruments import Instruments
 from .keys import text
 
 _AGENT_LABELS = {sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: sc.AGENT}
+_W3C = TraceContextTextMapPropagator()
+
+
+def caller_context() -> otel_context.Context:
+    """Where a new turn's trace belongs: under the active span when there is a valid one (a gateway, a server or
+    a job runner that calls the agent); else under a W3C `TRACEPARENT` (and `TRACESTATE`) in the environment, the
+    OpenTelemetry convention for environment variables as carriers, so a CI job or a script that runs `hermes chat`
+    joins its own trace; else a new trace. The current context (its baggage) goes along in every case."""
+    current = otel_context.get_current()
+    if trace.get_current_span(current).get_span_context().is_valid:
+        return current
+    traceparent = os.environ.get("TRACEPARENT")
+    if traceparent:
+        carrier = {"traceparent": traceparent, "tracestate": os.environ.get("TRACESTATE", "")}
+        joined = _W3C.extract(carrier, context=current)
+        if trace.get_current_span(joined).get_span_context().is_valid:
+            return joined
+    return trace.set_span_in_context(trace.INVALID_SPAN, current)
 
 
 @dataclass
@@ -60,9 +80,8 @@ class Turns:
         previous = self.previous.get(session) if session else None
         links = [Link(previous, {"hermes.link.type": "previous_turn"})] if previous else None
         subagent = self._parent_of(session) if session else None
-        # A subagent's turns nest under the parent's subagent span; any other turn starts a trace, in the
-        # caller's context otherwise (its baggage goes along, as with any span started inline there).
-        parent = trace.set_span_in_context(subagent if subagent is not None else trace.INVALID_SPAN)
+        # A subagent's turns nest under the parent's subagent span; any other turn joins its caller's trace.
+        parent = trace.set_span_in_context(subagent) if subagent is not None else caller_context()
         span = self._tracer.start_span(
             f"{sc.OP_AGENT} {sc.AGENT}", context=parent, kind=SpanKind.INTERNAL,
             attributes=sc.turn_attributes(session, turn_id, payload), links=links,

@@ -220,3 +220,51 @@ def test_a_tool_request_rewrite_is_an_event_on_its_tool_span_with_source_and_rea
         "hermes.middleware.index": 0, "hermes.middleware.changed_keys": ("timeout",),
         "hermes.middleware.source": "guard", "hermes.middleware.reason": "cap the timeout",
         "hermes.middleware.name": "pin"})
+
+
+# -- the turn joins its caller's trace (issue 25, item 1.1) ---------------------------------------------------------
+
+def test_a_turn_under_a_host_span_joins_the_host_trace_and_keeps_the_previous_turn_link(env, monkeypatch):
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+
+    tracker, exporter, _ = env
+    monkeypatch.delenv("TRACEPARENT", raising=False)
+    host_provider = TracerProvider()
+    with host_provider.get_tracer("host").start_as_current_span("handle request") as host:
+        tracker.turn(TURN, SESSION, ctx())
+        tracker.end_turn(TURN, {"completed": True})
+    token = otel_context.attach(trace.set_span_in_context(trace.INVALID_SPAN))
+    try:
+        tracker.turn(f"{TURN}b", SESSION, ctx(turn_id=f"{TURN}b"))  # no host span: a trace of its own
+        tracker.end_turn(f"{TURN}b", {"completed": True})
+    finally:
+        otel_context.detach(token)
+    first, second = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent hermes"]
+    assert first.context.trace_id == host.get_span_context().trace_id
+    assert first.parent.span_id == host.get_span_context().span_id and not first.parent.is_remote
+    assert second.parent is None and second.context.trace_id != first.context.trace_id
+    assert [(link.context.span_id, dict(link.attributes)) for link in second.links] == [
+        (first.context.span_id, {"hermes.link.type": "previous_turn"})]
+
+
+def test_a_turn_joins_a_traceparent_from_the_environment(env, monkeypatch):
+    tracker, exporter, _ = env
+    monkeypatch.setenv("TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    monkeypatch.setenv("TRACESTATE", "vendor=value")
+    tracker.turn(TURN, SESSION, ctx())
+    tracker.end_turn(TURN, {"completed": True})
+    (root,) = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent hermes"]
+    assert f"{root.context.trace_id:032x}" == "0af7651916cd43dd8448eb211c80319c"
+    assert f"{root.parent.span_id:016x}" == "b7ad6b7169203331" and root.parent.is_remote
+    assert root.context.trace_state.get("vendor") == "value"
+
+
+@pytest.mark.parametrize("value", ["", "garbage", "00-00000000000000000000000000000000-b7ad6b7169203331-01"])
+def test_a_missing_or_invalid_traceparent_starts_a_new_trace(env, monkeypatch, value):
+    tracker, exporter, _ = env
+    monkeypatch.setenv("TRACEPARENT", value)
+    tracker.turn(TURN, SESSION, ctx())
+    tracker.end_turn(TURN, {"completed": True})
+    (root,) = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent hermes"]
+    assert root.parent is None
