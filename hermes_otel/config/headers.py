@@ -116,9 +116,12 @@ def parse_pairs(raw: str, source: str, *, lower: bool, secret: bool) -> tuple[di
             problems.append(Problem(source, "", "comma-separated key=value pairs",
                                     f"item {n} without '=' {NOT_SHOWN if secret else ''}".rstrip(), fatal=False))
             continue
-        key, value = item.split("=", 1)
+        key, raw = item.split("=", 1)
         name = urllib.parse.unquote(key.strip())
-        value = clean(urllib.parse.unquote(value))
+        value = clean(urllib.parse.unquote(raw))
+        if secret:  # refused or not: the SDK re-reads the variable and may quote it
+            remember(raw.strip())
+            remember(value)
         if not name:
             problems.append(Problem(source, "", "comma-separated key=value pairs", f"item {n} without a key",
                                     fatal=False))
@@ -134,8 +137,6 @@ def parse_pairs(raw: str, source: str, *, lower: bool, secret: bool) -> tuple[di
             problems.append(Problem(source, printable(name), f"{what} value without control characters", bad,
                                     fatal=False))
             continue
-        if secret:
-            remember(value)
         pairs[name.lower() if lower else name] = value
     return pairs, problems
 

@@ -155,7 +155,11 @@ LOGGERS = (
     "opentelemetry.sdk.resources",
     "urllib3.connectionpool",
     "urllib3.util.retry",  # the ATOF stream sink's retries log the URL
+    "opentelemetry.util.re",  # the SDK's OTEL_*_HEADERS parser quotes a header it cannot parse, value and all
 )
+# Loggers whose arguments are header items: never shown, whatever they hold (a value refused for its
+# characters is not a remembered secret).
+_HEADER_LOGGERS = frozenset({"opentelemetry.util.re"})
 
 
 class MaskingFilter(logging.Filter):
@@ -163,7 +167,10 @@ class MaskingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            message = record.getMessage()
+            if record.name in _HEADER_LOGGERS:  # the template alone: its arguments are header items
+                message = str(record.msg).replace("%s", "(header not shown)").replace("%r", "(header not shown)")
+            else:
+                message = record.getMessage()
             if record.exc_info and record.exc_info[0] is not None:
                 message += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
                 record.exc_info, record.exc_text = None, None

@@ -25,6 +25,7 @@ class OTLPGrpcReceiver(
         self._spans: list[RecvSpan] = []
         self.log_requests = 0
         self.metric_requests = 0
+        self.metadata: list[dict[str, str]] = []  # each request's headers
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self._server)
         logs_service_pb2_grpc.add_LogsServiceServicer_to_server(self, self._server)
@@ -45,6 +46,7 @@ class OTLPGrpcReceiver(
     # gRPC service methods (one Export per service; dispatched by request type)
     def Export(self, request, context):  # noqa: N802 - gRPC naming
         with self._lock:
+            self.metadata.append({k: v for k, v in context.invocation_metadata() if isinstance(v, str)})
             if isinstance(request, trace_service_pb2.ExportTraceServiceRequest):
                 self._spans.extend(_decode_spans(request))
                 return trace_service_pb2.ExportTraceServiceResponse()
