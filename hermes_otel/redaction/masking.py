@@ -97,7 +97,7 @@ def mask_text(text: str) -> str:
     for secret in known:
         if secret in text:
             text = text.replace(secret, MASK)
-    text = redact_text(text)
+    text = redact_text(text, hermes=False)  # Hermes's formatter redacts its log lines itself
     return _USERINFO.sub(r"\1:" + MASK + "@", text)
 
 
@@ -123,7 +123,7 @@ def mask_url(url: str) -> str:
 
 
 def _looks_like_token(user: str) -> bool:
-    return len(user) >= 16 or redact_text(user) != user
+    return len(user) >= 16 or redact_text(user, hermes=False) != user
 
 
 # Loggers the OTLP exporters (HTTP and gRPC) report retries and failures on.
