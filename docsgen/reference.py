@@ -35,7 +35,12 @@ their readers.
 
 The file, and every `header_file`, is read only if it is a regular file
 (a FIFO, a device or a directory is refused without blocking), of at most
-1 MiB (a header file: 64 KiB).
+1 MiB (a header file: 64 KiB), and only if no other user can change it: a
+file owned by another user or writable by others (`o+w`) is refused with one
+message (`expected a file only this user can change …`), since whoever can
+write the file decides where your credentials and telemetry are sent. A
+refused `plugins.toml` applies nothing (telemetry runs on the environment and
+defaults); a refused `header_file` leaves that header out.
 
 ## Problems
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..redaction.masking import mask_url, remember_url
 from .env import from_env
-from .files import MAX_CONFIG_BYTES, Unreadable, read_regular, size_text
+from .files import MAX_CONFIG_BYTES, TRUSTED, Unreadable, Untrusted, read_regular, size_text
 from .headers import parse_pairs, resolve
 from .problems import Problem, check, describe, shown
 from .relay import FileSinkConfig, RelayEndpoint, StreamSinkConfig
@@ -195,8 +195,10 @@ def read_component(path: Path, env: Mapping[str, str] | None = None) -> tuple[di
     if src == os.devnull:  # "no file", explicitly
         return {}, []
     try:
-        text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
+        text = read_regular(path, MAX_CONFIG_BYTES, trusted=True).decode("utf-8")
         doc = tomllib.loads(text)
+    except Untrusted as exc:
+        return {}, [Problem(src, "", TRUSTED, f"it {exc}")]
     except Unreadable as exc:
         return {}, [Problem(src, "", f"a readable TOML file (a regular file of at most {size_text(MAX_CONFIG_BYTES)})",
                             str(exc))]

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..redaction.masking import printable, remember
-from .files import MAX_HEADER_FILE_BYTES, Unreadable, read_regular, size_text
+from .files import MAX_HEADER_FILE_BYTES, TRUSTED, Unreadable, Untrusted, read_regular, size_text
 from .problems import Problem
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 field name
@@ -85,8 +85,11 @@ def resolve(
         accept("header_env", name, found, f"{printable(var)} holding ")
     for name, path in header_file.items():
         try:
-            data = read_regular(Path(path).expanduser(), MAX_HEADER_FILE_BYTES)
+            data = read_regular(Path(path).expanduser(), MAX_HEADER_FILE_BYTES, trusted=True)
             text = data.decode("utf-8")
+        except Untrusted as exc:
+            problems.append(Problem(source, key("header_file", name), TRUSTED, f"{printable(path)} {exc}", fatal=False))
+            continue
         except Unreadable as exc:
             problems.append(Problem(source, key("header_file", name), "a readable regular file of at most "
                                     f"{size_text(MAX_HEADER_FILE_BYTES)}", f"{printable(path)}: {exc}", fatal=False))
