@@ -31,6 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError, AttributeError):
             pass
         return 141  # 128 + SIGPIPE, what a shell reports for a tool the pipe stopped
+    except KeyboardInterrupt:
+        # Ctrl-C (`spool send` against a hung collector): one line, no traceback; what was not sent stays spooled.
+        print("hermes-otel: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, what a shell reports for a tool Ctrl-C stopped
 
 
 def _main(argv: Sequence[str] | None = None) -> int:

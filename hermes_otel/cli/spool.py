@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .. import config
 from ..exporters.spool.resend import SendReport, send_all, targets_of
-from ..exporters.spool.store import SIGNALS, Entry, Spool, open_spool
+from ..exporters.spool.store import SIGNALS, Entry, NotABatch, Spool, Stray, open_spool
 from ..redaction import masking
 
 
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def status_lines(spool: Spool, settings: config.Settings) -> list[str]:
-    entries = spool.entries()
+    entries, strays = spool.scan()
     state = "on" if settings.spool_enabled else "off (spool = false: undeliverable telemetry is dropped)"
     lines = [f"spool {spool.directory}: {state}; caps {_size(settings.spool_max_bytes)}, "
              f"{_age(settings.spool_max_age_s)}",
@@ -49,6 +51,7 @@ def status_lines(spool: Spool, settings: config.Settings) -> list[str]:
         oldest = _age(now - min(e.mtime for e in mine)) if mine else "-"
         lines.append(f"  {signal:<8} {len(mine):>8} {_size(sum(e.size for e in mine)):>10}  {oldest}")
     lines += _destinations(entries, settings)
+    lines += [f"  {stray.text()}" for stray in strays]
     return lines
 
 
@@ -70,12 +73,18 @@ def _destinations(entries: list[Entry], settings: config.Settings) -> list[str]:
     return lines
 
 
+def _strays(strays: list[Stray]) -> None:
+    for stray in strays:
+        print(masking.printable(f"hermes-otel spool: {stray.text()}"), file=sys.stderr)
+
+
 def _send(spool: Spool, settings: config.Settings) -> int:
     targets = targets_of(settings)
-    entries = spool.entries()
+    entries, strays = spool.scan()
     if not entries:
+        _strays(strays)
         print("hermes-otel spool: nothing to send")
-        return 0
+        return 1 if strays else 0
     print(f"sending {len(entries)} spooled batch{'es' if len(entries) != 1 else ''} "
           f"({_size(sum(e.size for e in entries))})...")
     last = [0.0]
@@ -87,12 +96,17 @@ def _send(spool: Spool, settings: config.Settings) -> int:
             print(f"  {done}/{total}: sent {report.sent} ({report.items} items)", flush=True)
 
     report = send_all(spool, targets, progress)
+    _strays(report.strays)
     for endpoint, detail in report.problems.items():
         print(masking.printable(f"hermes-otel spool: {masking.mask_url(endpoint)}: {masking.mask_text(detail)}"),
               file=sys.stderr)
-    kept = report.failed + report.busy + report.no_target
+    kept = report.failed + report.busy + report.no_target + len(report.strays)
     parts = [f"sent {report.sent} batch{'es' if report.sent != 1 else ''} ({report.items} spans, log records and "
              "metric points)"]
+    if report.bad_lines:
+        parts.append(f"{report.bad_lines} unreadable line{'s' if report.bad_lines != 1 else ''} skipped")
+    if report.strays:
+        parts.append(f"{len(report.strays)} skipped: not a batch")
     if report.failed:
         parts.append(f"{report.failed} kept: their endpoint did not take them now")
     if report.busy:
@@ -106,11 +120,17 @@ def _send(spool: Spool, settings: config.Settings) -> int:
 
 
 def _drop(spool: Spool, yes: bool, ask: Callable[[str], str] = input) -> int:
-    entries = spool.entries()
-    if not entries:
+    entries, strays = spool.scan()
+    refused = [s for s in strays if not s.removable]
+    strays = [s for s in strays if s.removable]
+    _strays(refused)  # a folder we do not read is not emptied either
+    if not entries and not strays:
         print("hermes-otel spool: nothing to drop")
-        return 0
+        return 1 if refused else 0
     what = f"{len(entries)} spooled batch{'es' if len(entries) != 1 else ''} ({_size(sum(e.size for e in entries))})"
+    if strays:
+        many = len(strays) != 1
+        what += f" and {len(strays)} entr{'ies' if many else 'y'} that {'are' if many else 'is'} not a batch"
     if not yes:
         try:
             answer = ask(f"Delete {what} for good? They were never delivered. [y/N] ")
@@ -121,15 +141,32 @@ def _drop(spool: Spool, yes: bool, ask: Callable[[str], str] = input) -> int:
             return 1
     dropped = busy = 0
     for entry in entries:
-        with spool.claim(entry) as fd:
-            if fd is None:
-                busy += 1
-                continue
-            spool.remove(entry)
-            dropped += 1
-    print(f"hermes-otel spool: deleted {dropped} batch{'es' if dropped != 1 else ''}"
+        try:
+            with spool.claim(entry) as fd:
+                if fd is None:
+                    busy += 1
+                    continue
+                spool.remove(entry)
+                dropped += 1
+        except NotABatch as exc:  # became something else since the listing: removed by name, never opened
+            strays.append(Stray(entry.path, str(exc)))
+    removed = sum(_unlink(stray.path) for stray in strays)
+    done = [f"{dropped} batch{'es' if dropped != 1 else ''}"] if dropped or not removed else []
+    if removed:
+        done.append(f"{removed} entr{'ies' if removed != 1 else 'y'} that {'were' if removed != 1 else 'was'} "
+                    "not a batch")
+    print("hermes-otel spool: deleted " + " and ".join(done)
           + (f"; {busy} were being sent by another process" if busy else ""))
     return 0
+
+
+def _unlink(path: Path) -> bool:
+    """Remove a name (a link itself, never its target)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
 
 
 def doctor_lines(settings: config.Settings) -> list[tuple[str, str]]:

@@ -36,7 +36,7 @@ from typing import Any
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
 from ...version import __version__
-from .store import Entry, Spool, endpoint_key, read_requests, stats
+from .store import Entry, NotABatch, Spool, Stray, endpoint_key, read_requests, stats
 
 MIN_GAP_S = 0.02  # between two batches of the background sender (so at most 50 batches/s)
 BUSY_SHARE = 0.25  # of one core, at most, for the background sender
@@ -63,10 +63,11 @@ _OPAQUE_KEYS = frozenset({"attributes", "body", "filteredAttributes"})
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # sent | retry | rejected | unreadable | busy
+    kind: str  # sent | retry | rejected | unreadable | busy | stray
     items: int = 0  # spans, log records or metric points in the batch
     detail: str = ""
     retry_after_s: float | None = None
+    bad_lines: int = 0  # lines of the batch that could not be read or converted: skipped
 
 
 Targets = Mapping[str, tuple[str, Any]]  # endpoint key -> (signal, OTLPTarget)
@@ -85,64 +86,89 @@ def targets_of(settings: Any) -> dict[str, tuple[str, Any]]:
 
 def send_entry(spool: Spool, entry: Entry, target: Any, channels: _Channels, *, paced: bool = True) -> Outcome:
     """Claim one spooled batch, send it, and remove it once acknowledged (or rejected as malformed)."""
-    with spool.claim(entry) as fd:
-        if fd is None:
-            return Outcome("busy")
-        requests, _ = read_requests(entry.path, fd)
-        message, items, detail = None, 0, "no readable request"
-        if requests:
-            try:
-                message, items = to_request(entry.signal, requests, paced=paced)
-            except Exception as exc:  # noqa: BLE001 - a shape we cannot convert: the batch can never be sent
-                detail = f"{type(exc).__name__}: {exc}"[:200]
-        if message is None:
-            spool.remove(entry)
-            stats.evicted[(entry.signal, "unreadable")] += 1
-            _log.once("spool-unreadable", "hermes-otel: removed the spooled %s batch %s: it cannot be sent (%s); "
-                      "counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)", entry.signal,
-                      entry.path.name, detail, per_process=True)
-            return Outcome("unreadable", 0, detail)
-        outcome = post(entry.signal, target, message.SerializeToString(), channels)
-        if outcome.kind in ("sent", "rejected"):
-            spool.remove(entry)
-            if outcome.kind == "sent":
-                stats.replayed[entry.signal] += 1
-            else:
-                stats.evicted[(entry.signal, "rejected")] += 1
-                _log.once(f"spool-rejected:{target.endpoint}", "hermes-otel: %s rejected a spooled %s batch (%s); it "
-                          "was removed and counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)",
-                          mask_url(target.endpoint), entry.signal, outcome.detail, per_process=True)
-        return Outcome(outcome.kind, items, outcome.detail, outcome.retry_after_s)
+    try:
+        with spool.claim(entry) as fd:
+            if fd is None:
+                return Outcome("busy")
+            return _send_claimed(spool, entry, fd, target, channels, paced)
+    except NotABatch as exc:  # swapped for a FIFO or a link since the listing: never waited on, never followed
+        return Outcome("stray", detail=str(exc))
 
 
-def to_request(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = True) -> tuple[Any, int]:
-    """One protobuf export request from OTLP/JSON requests (their lists appended), and its item count.
+def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, channels: _Channels, paced: bool) -> Outcome:
+    requests, unread = read_requests(entry.path, fd)
+    message, items, bad, detail = None, 0, 0, "no readable request"
+    if requests:
+        message, items, bad = to_request(entry.signal, requests, paced=paced)
+        if bad == len(requests):
+            message, detail = None, "no line could be converted"
+    if bad and message is not None:  # (a torn line was said by read_requests)
+        _log.once("spool-bad-lines", "hermes-otel: skipped %d unreadable line(s) of the spooled %s batch %s; "
+                  "the rest is sent (repeats are logged at DEBUG)", bad, entry.signal, entry.path.name,
+                  per_process=True)
+    if message is None:
+        spool.remove(entry)
+        stats.evicted[(entry.signal, "unreadable")] += 1
+        _log.once("spool-unreadable", "hermes-otel: removed the spooled %s batch %s: it cannot be sent (%s); "
+                  "counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)", entry.signal,
+                  entry.path.name, detail, per_process=True)
+        return Outcome("unreadable", 0, detail)
+    outcome = post(entry.signal, target, message.SerializeToString(), channels)
+    if outcome.kind in ("sent", "rejected"):
+        spool.remove(entry)
+        if outcome.kind == "sent":
+            stats.replayed[entry.signal] += 1
+        else:
+            stats.evicted[(entry.signal, "rejected")] += 1
+            _log.once(f"spool-rejected:{target.endpoint}", "hermes-otel: %s rejected a spooled %s batch (%s); it "
+                      "was removed and counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)",
+                      mask_url(target.endpoint), entry.signal, outcome.detail, per_process=True)
+    return Outcome(outcome.kind, items, outcome.detail, outcome.retry_after_s, bad + unread)
+
+
+def to_request(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = True) -> tuple[Any, int, int]:
+    """One protobuf export request from OTLP/JSON requests (their lists appended), its item count, and how many
+    requests (lines) could not be converted and were skipped (a non-hex id, a wrong type): one bad line costs
+    that line, never the batch.
 
     Converted item by item (pausing for the GIL every few items when `paced`): json_format is pure Python, and a
     batch of hundreds of spans would otherwise hold the GIL for tens of milliseconds."""
+    message = _request_class(signal)()
+    items = bad = 0
+    for request in requests:
+        part = _request_class(signal)()
+        try:
+            count = _convert(signal, request, part, items, paced)
+        except Exception:  # noqa: BLE001 - any shape json_format or the id conversion refuses
+            bad += 1
+            continue
+        message.MergeFrom(part)  # repeated fields: the lists appended, as one request
+        items += count
+    return message, items, bad
+
+
+def _convert(signal: str, request: Mapping[str, Any], message: Any, done: int, paced: bool) -> int:
     from google.protobuf.json_format import ParseDict
 
-    message = _request_class(signal)()
     (l1, f1), (l2, f2), (l3, f3) = _LEVELS[signal]
     items = 0
-    for request in requests:
-        for resource in request.get(l1) or ():
-            resource = dict(resource)
-            scopes = resource.pop(l2, None) or ()
-            resource_msg = getattr(message, f1).add()
-            ParseDict(resource, resource_msg, ignore_unknown_fields=True)
-            for scope in scopes:
-                scope = dict(scope)
-                members = scope.pop(l3, None) or ()
-                scope_msg = getattr(resource_msg, f2).add()
-                ParseDict(scope, scope_msg, ignore_unknown_fields=True)
-                target = getattr(scope_msg, f3)
-                for member in members:
-                    ParseDict(_ids_to_base64(member), target.add(), ignore_unknown_fields=True)
-                    items += _points(member) if signal == "metrics" else 1
-                    if paced and items % PIECE == 0:
-                        time.sleep(GIL_PAUSE_S)
-    return message, items
+    for resource in request.get(l1) or ():
+        resource = dict(resource)
+        scopes = resource.pop(l2, None) or ()
+        resource_msg = getattr(message, f1).add()
+        ParseDict(resource, resource_msg, ignore_unknown_fields=True)
+        for scope in scopes:
+            scope = dict(scope)
+            members = scope.pop(l3, None) or ()
+            scope_msg = getattr(resource_msg, f2).add()
+            ParseDict(scope, scope_msg, ignore_unknown_fields=True)
+            target = getattr(scope_msg, f3)
+            for member in members:
+                ParseDict(_ids_to_base64(member), target.add(), ignore_unknown_fields=True)
+                items += _points(member) if signal == "metrics" else 1
+                if paced and (done + items) % PIECE == 0:
+                    time.sleep(GIL_PAUSE_S)
+    return items
 
 
 def _points(metric: Mapping[str, Any]) -> int:
@@ -324,6 +350,7 @@ class Resender:
         self._thread: threading.Thread | None = None
         self._backoff: dict[str, tuple[float, float]] = {}  # key -> (monotonic time of the next try, last delay)
         self._channels = _Channels()
+        self._strays: set[Any] = set()  # paths of batches that turned out not to be batches we can open
 
     def serve(self, spool: Spool | None, targets: Targets) -> None:
         """Send `spool` to `targets` from now on (nothing when either is empty); starts the thread if needed."""
@@ -402,6 +429,11 @@ class Resender:
                 continue
             if outcome.kind == "sent":
                 self._backoff.pop(entry.key, None)
+            elif outcome.kind == "stray":  # not a batch we can open: said once, never tried again by this process
+                self._strays.add(entry.path)
+                _log.once(f"spool-stray:{entry.path}", "hermes-otel: spool: %s",
+                          Stray(entry.path, outcome.detail).text(), per_process=True)
+                continue
             self._stopped.wait(max(MIN_GAP_S, busy * (1 / BUSY_SHARE - 1)))
 
     def _next(self, queue: deque[Entry], spool: Spool, targets: Targets) -> Entry | None:
@@ -418,7 +450,7 @@ class Resender:
 
     def _sendable(self, entry: Entry, targets: Targets, now: float) -> bool:
         target = targets.get(entry.key)
-        if target is None or target[0] != entry.signal:
+        if target is None or target[0] != entry.signal or entry.path in self._strays:
             return False
         retry_at = self._backoff.get(entry.key)
         return retry_at is None or retry_at[0] <= now
@@ -453,14 +485,16 @@ class SendReport:
     failed: int = 0  # kept: the endpoint did not take them now
     busy: int = 0  # another process is sending them
     no_target: int = 0  # for an endpoint that is not configured now
+    bad_lines: int = 0  # lines of sent batches that could not be read or converted: skipped
+    strays: list[Stray] = field(default_factory=list)  # what is not a batch: skipped, never read
     problems: dict[str, str] = field(default_factory=dict)  # endpoint -> why it did not take a batch
 
 
 def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int], None] | None = None) -> SendReport:
     """Send every spooled batch for a configured endpoint now, oldest first; an endpoint that fails is skipped
     for the rest of the run."""
-    report = SendReport()
-    entries = spool.entries()
+    entries, strays = spool.scan()
+    report = SendReport(strays=strays)
     failing: set[str] = set()
     channels = _Channels()
     try:
@@ -475,6 +509,9 @@ def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int
                 if outcome.kind == "sent":
                     report.sent += 1
                     report.items += outcome.items
+                    report.bad_lines += outcome.bad_lines
+                elif outcome.kind == "stray":
+                    report.strays.append(Stray(entry.path, outcome.detail))
                 elif outcome.kind == "retry":
                     report.failed += 1
                     failing.add(entry.key)

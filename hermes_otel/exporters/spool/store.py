@@ -17,6 +17,7 @@ by a hash (no URL and no credential on disk): a batch is re-sent only to that en
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import itertools
@@ -24,6 +25,7 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from collections import Counter
@@ -40,7 +42,8 @@ REASONS = ("size", "age", "rejected", "unreadable")  # why a batch left the spoo
 SUFFIX = ".jsonl"
 _NAME = re.compile(r"(\d{19})-(\d+)-(\d+)-([0-9a-f]{16})\.jsonl")
 _OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_OPEN_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# Never follows a link, never waits for a FIFO's writer: anything but a regular file is refused after the open.
+_OPEN_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 SPOOL_HINT = ("undeliverable telemetry is dropped and counted; make $HERMES_HOME/otel/spool a directory of your own, "
               "or set spool = false")
 STALE_TEMP_S = 3600.0  # a temporary file this old was left by a crash
@@ -62,6 +65,36 @@ class Entry:
     created_ns: int
     size: int
     mtime: float
+
+
+class NotABatch(Exception):
+    """A spool name that is not a batch we can read (a FIFO, a link, a file we may not open): reported and
+    skipped, never waited on, followed or called busy; `hermes-otel spool drop` removes it."""
+
+
+@dataclass(frozen=True)
+class Stray:
+    """Something under a batch's name, or in place of a spool directory, that is not one: what and why."""
+
+    path: Path
+    why: str
+    removable: bool = True  # a name in a signal folder (removed by drop); a refused folder is left alone
+
+    def text(self) -> str:
+        if self.removable:
+            return f"skipped {self.path}: {self.why} (`hermes-otel spool drop` removes it)"
+        return f"not reading {self.path}: {self.why}"
+
+
+def _kind(mode: int) -> str | None:
+    """None for a regular file, else what it is."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link, not followed"
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((f"{name}, not a regular file" for test, name in kinds if test(mode)), "not a regular file")
 
 
 @dataclass
@@ -125,13 +158,31 @@ class Spool:
     # -- reading -----------------------------------------------------------------------------------
 
     def entries(self, signal: str | None = None) -> list[Entry]:
-        """Spooled batches, oldest first (all signals, or one)."""
+        """Spooled batches, oldest first (all signals, or one); what is not a batch is said once and skipped."""
+        return self.scan(signal)[0]
+
+    def scan(self, signal: str | None = None) -> tuple[list[Entry], list[Stray]]:
+        """Spooled batches, oldest first, and what sits under a batch's name or a spool folder's without being one.
+        The directories are checked like the output directories (ours, no symbolic link), never followed."""
         found: list[Entry] = []
-        for sig in (signal,) if signal else SIGNALS:
+        strays: list[Stray] = []
+        signals: tuple[str, ...] = (signal,) if signal else SIGNALS
+        why = _folder_problem(self.directory)
+        if why:
+            strays.append(Stray(self.directory, why, removable=False))
+            signals = ()
+        for sig in signals:
             folder = self.directory / sig
+            why = _folder_problem(folder)
+            if why:
+                strays.append(Stray(folder, why, removable=False))
+                continue
             try:
                 scan = list(os.scandir(folder))
             except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                strays.append(Stray(folder, f"cannot be listed ({exc.strerror})", removable=False))
                 continue
             for item in scan:
                 match = _NAME.fullmatch(item.name)
@@ -143,10 +194,17 @@ class Spool:
                     st = item.stat(follow_symlinks=False)
                 except OSError:
                     continue  # sent and removed meanwhile
+                kind = _kind(st.st_mode)
+                if kind:
+                    strays.append(Stray(Path(item.path), kind))
+                    continue
                 found.append(Entry(sig, Path(item.path), match.group(4), int(match.group(1)), st.st_size,
                                    st.st_mtime))
         found.sort(key=lambda e: (e.created_ns, e.path.name))
-        return found
+        for stray in strays:
+            _log.once(f"spool-stray:{stray.path}", "hermes-otel: spool: %s", stray.text(), level=logging.WARNING,
+                      per_process=True)
+        return found, strays
 
     def bytes_by_signal(self) -> dict[str, int]:
         """Bytes waiting per signal, as this process last counted them (no disk access)."""
@@ -155,13 +213,19 @@ class Spool:
 
     @contextlib.contextmanager
     def claim(self, entry: Entry) -> Iterator[int | None]:
-        """The batch's file, open and exclusively locked; None when another process holds it or it is gone."""
+        """The batch's file, open and exclusively locked; None when another process holds it or it is gone.
+        Raises :class:`NotABatch` for anything but a regular file we may open (checked on the open file)."""
         try:
             fd = os.open(entry.path, _OPEN_READ)
-        except OSError:
+        except FileNotFoundError:
             yield None
             return
+        except OSError as exc:
+            raise NotABatch(_open_problem(entry.path, exc)) from None
         try:
+            kind = _kind(os.fstat(fd).st_mode)
+            if kind:
+                raise NotABatch(kind)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -179,10 +243,13 @@ class Spool:
 
     def evict(self, entry: Entry, reason: str) -> bool:
         """Remove a batch unsent, unless a sender holds it; counted by reason."""
-        with self.claim(entry) as fd:
-            if fd is None:
-                return False
-            self.remove(entry)
+        try:
+            with self.claim(entry) as fd:
+                if fd is None:
+                    return False
+                self.remove(entry)
+        except NotABatch:
+            return False
         stats.evicted[(entry.signal, reason)] += 1
         return True
 
@@ -267,6 +334,23 @@ def open_spool(directory: Path, max_bytes: int, max_age_s: float) -> Spool:
             spool = _spools[Path(directory)] = Spool(directory, max_bytes, max_age_s)
         spool.max_bytes, spool.max_age_s = max_bytes, max_age_s
         return spool
+
+
+def _folder_problem(folder: Path) -> str | None:
+    """Why a spool folder is not read (a symbolic link, another user's), or None (ours, or not there yet)."""
+    from ..private import problem
+
+    why = problem(folder, ())
+    if why is None or why.startswith("cannot be created") or why == "is not writable":
+        return None
+    return f"it {why}" if why.startswith("is ") else why
+
+
+def _open_problem(path: Path, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP or os.path.islink(path):
+        return "a symbolic link, not followed"
+    text = exc.strerror or type(exc).__name__
+    return text[:1].lower() + text[1:]
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -1,0 +1,188 @@
+"""Issue 27, items 5, 6, 7 and 12 (Ctrl-C): a spool that cannot be turned against its owner. Whatever sits under a
+batch's name (a FIFO, a symbolic link, a file nobody can read) or in place of a signal directory is reported and
+skipped, never waited on, followed or sent; one bad line costs that line, not the batch. The real CLI, real files,
+a real loopback receiver."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hermes_otel import config
+from hermes_otel.cli import main as cli
+from hermes_otel.exporters.file.otlp_json import encode_spans_json
+from hermes_otel.exporters.spool.resend import send_all, targets_of
+from hermes_otel.exporters.spool.store import Spool
+from tests.harness.fault_servers import FaultServer
+from tests.harness.otlp_receiver import OTLPReceiver
+from tests.unit.test_hostile_config import within
+from tests.unit.test_spool_store import spans
+
+BATCH = "{ns:019d}-4242-{seq}-{key}.jsonl"
+
+
+def _home(tmp_path: Path, monkeypatch, endpoint: str) -> tuple[Path, str]:
+    """A HERMES_HOME whose configuration exports to `endpoint`; its traces spool folder and endpoint key."""
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", os.devnull)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")
+    settings = config.load_settings().settings
+    (key,) = [k for k, (signal, _) in targets_of(settings).items() if signal == "traces"]
+    return settings.spool_directory, key
+
+
+def _good_batch(spool_dir: Path, key: str, count: int = 3) -> list:
+    batch = spans(count)
+    Spool(spool_dir, 1 << 20, 86400).put("traces", key, [encode_spans_json(batch)])
+    return batch
+
+
+def _name(key: str, seq: int = 1) -> str:
+    return BATCH.format(ns=time.time_ns() - 10**9, seq=seq, key=key)
+
+
+def _cli(args: list[str], capsys) -> tuple[int, str, str]:
+    code = within(10, lambda: cli.main(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+# -- item 5: a FIFO, a symbolic link or an unreadable file named like a batch ----------------------------------
+
+
+def test_a_fifo_named_like_a_batch_is_skipped_by_send_and_removed_by_drop(tmp_path, monkeypatch, capsys):
+    with OTLPReceiver() as receiver:
+        spool_dir, key = _home(tmp_path, monkeypatch, receiver.endpoint)
+        batch = _good_batch(spool_dir, key)
+        fifo = spool_dir / "traces" / _name(key, 7)
+        os.mkfifo(fifo, 0o600)
+        code, out, err = _cli(["spool", "send"], capsys)
+        assert len(receiver.wait_for_spans(lambda s: len(s) == len(batch), timeout=5)) == len(batch)
+    assert f"hermes-otel spool: skipped {fifo}: a FIFO, not a regular file (`hermes-otel spool drop` removes it)" \
+        in err.splitlines()
+    assert out.splitlines()[-1] == ("hermes-otel spool: sent 1 batch (3 spans, log records and metric points); "
+                                    "1 skipped: not a batch")
+    assert code == 1
+    code, out, err = _cli(["spool", "drop", "--yes"], capsys)
+    assert code == 0 and out == "hermes-otel spool: deleted 1 entry that was not a batch\n"
+    assert not os.path.lexists(fifo)
+
+
+def test_a_symbolic_link_named_like_a_batch_is_never_followed_and_drop_removes_the_link_only(
+        tmp_path, monkeypatch, capsys):
+    target = tmp_path / "precious.jsonl"
+    target.write_text(json.dumps(encode_spans_json(spans(2))) + "\n")
+    with OTLPReceiver() as receiver:
+        spool_dir, key = _home(tmp_path, monkeypatch, receiver.endpoint)
+        _good_batch(spool_dir, key, 1)  # makes the folders
+        link = spool_dir / "traces" / _name(key, 9)
+        link.symlink_to(target)
+        code, out, err = _cli(["spool", "send"], capsys)
+        time.sleep(0.2)
+        assert len(receiver.spans()) == 1  # the real batch only, never the target
+    assert f"hermes-otel spool: skipped {link}: a symbolic link, not followed (`hermes-otel spool drop` removes it)" \
+        in err.splitlines()
+    assert "being sent by another process" not in out + err
+    code, out, err = _cli(["spool", "drop", "--yes"], capsys)
+    assert code == 0 and out == "hermes-otel spool: deleted 1 entry that was not a batch\n"
+    assert not os.path.lexists(link) and target.exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file")
+def test_a_batch_nobody_can_read_is_reported_not_called_busy_and_can_be_dropped(tmp_path, monkeypatch, capsys):
+    with OTLPReceiver() as receiver:
+        spool_dir, key = _home(tmp_path, monkeypatch, receiver.endpoint)
+        _good_batch(spool_dir, key)
+        (entry,) = list((spool_dir / "traces").iterdir())
+        entry.chmod(0)
+        code, out, err = _cli(["spool", "send"], capsys)
+    assert f"hermes-otel spool: skipped {entry}: permission denied (`hermes-otel spool drop` removes it)" \
+        in err.splitlines()
+    assert "another process" not in out + err
+    code, out, _ = _cli(["spool", "drop", "--yes"], capsys)
+    assert code == 0 and not entry.exists()
+
+
+# -- item 6: a signal directory that is a symbolic link ------------------------------------------------------------
+
+
+def test_a_signal_directory_that_is_a_symbolic_link_is_refused_and_nothing_in_its_target_is_touched(
+        tmp_path, monkeypatch, capsys):
+    with OTLPReceiver() as receiver:
+        spool_dir, key = _home(tmp_path, monkeypatch, receiver.endpoint)
+        _good_batch(spool_dir, key)
+        elsewhere = tmp_path / "elsewhere"
+        (spool_dir / "traces").rename(elsewhere)  # a batch with a matching name now sits in the target
+        (spool_dir / "traces").symlink_to(elsewhere)
+        code, out, err = _cli(["spool", "send"], capsys)
+        time.sleep(0.2)
+        assert receiver.spans() == []
+    assert len(list(elsewhere.iterdir())) == 1  # neither sent nor deleted
+    assert (f"hermes-otel spool: not reading {spool_dir / 'traces'}: it is a symbolic link (to {elsewhere}); "
+            "hermes-otel does not follow it") in err.splitlines()
+    code, out, err = _cli(["spool", "drop", "--yes"], capsys)
+    assert len(list(elsewhere.iterdir())) == 1
+
+
+# -- item 7: one bad line costs that line ------------------------------------------------------------------------------
+
+
+def test_a_line_with_a_non_hex_trace_id_is_skipped_and_counted_and_the_rest_is_sent(tmp_path, monkeypatch, capsys):
+    with OTLPReceiver() as receiver:
+        spool_dir, key = _home(tmp_path, monkeypatch, receiver.endpoint)
+        good, bad = encode_spans_json(spans(3)), encode_spans_json(spans(2))
+        bad["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "not-hex-at-all"
+        Spool(spool_dir, 1 << 20, 86400).put("traces", key, [bad, good])
+        code, out, err = _cli(["spool", "send"], capsys)
+        got = receiver.wait_for_spans(lambda s: len(s) == 3, timeout=5)
+    assert sorted(s.name for s in got) == sorted(s["name"] for s in good["resourceSpans"][0]["scopeSpans"][0]["spans"])
+    assert code == 0
+    assert out.splitlines()[-1] == ("hermes-otel spool: sent 1 batch (3 spans, log records and metric points); "
+                                    "1 unreadable line skipped")
+
+
+def test_a_spool_api_send_counts_the_bad_lines(tmp_path):
+    with OTLPReceiver() as receiver:
+        url = f"{receiver.endpoint}/v1/traces"
+        from hermes_otel.config import OTLPTarget
+        from hermes_otel.exporters.spool.store import endpoint_key
+
+        spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+        good, bad = encode_spans_json(spans(3)), encode_spans_json(spans(2))
+        bad["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["spanId"] = "zz"
+        spool.put("traces", endpoint_key("http/protobuf", url), [good, bad, good])
+        report = send_all(spool, {endpoint_key("http/protobuf", url): ("traces", OTLPTarget(url, "http/protobuf", {},
+                                                                                             2.0, "none"))})
+        assert (report.sent, report.items, report.bad_lines) == (1, 6, 1)
+        assert len(receiver.wait_for_spans(lambda s: len(s) == 6, timeout=5)) == 6
+
+
+# -- item 12: Ctrl-C during `spool send` ----------------------------------------------------------------------------
+
+
+def test_ctrl_c_during_spool_send_exits_130_without_a_traceback(tmp_path):
+    with FaultServer("blackhole") as server:
+        env = {**os.environ, "HERMES_HOME": str(tmp_path / "home"), "HERMES_OTEL_PLUGINS_TOML": os.devnull,
+               "OTEL_EXPORTER_OTLP_ENDPOINT": server.endpoint, "OTEL_EXPORTER_OTLP_TIMEOUT": "60000",
+               "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        settings = config.load_settings(env).settings
+        (key,) = [k for k, (signal, _) in targets_of(settings).items() if signal == "traces"]
+        _good_batch(settings.spool_directory, key)
+        proc = subprocess.Popen([sys.executable, "-m", "hermes_otel.cli.main", "spool", "send"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().startswith("sending 1 spooled batch")
+        deadline = time.monotonic() + 10
+        while server.count() == 0 and time.monotonic() < deadline:  # the request is in flight
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert "Traceback" not in err and err == "hermes-otel: interrupted\n"
