@@ -354,13 +354,20 @@ def _check_prometheus(report: _Report, settings: config.Settings) -> None:
 def _check_enabled(report: _Report, home: Path, env) -> None:
     if env.get("HERMES_SAFE_MODE", "").strip().lower() in ("1", "true", "yes", "on"):
         report.fail("HERMES_SAFE_MODE is set: Hermes loads no plugins")
+    from ..config.files import MAX_CONFIG_BYTES, Unreadable, read_regular
+
     cfg_file = home / "config.yaml"
     try:
         import yaml
 
-        data = yaml.safe_load(cfg_file.read_text(encoding="utf-8")) or {} if cfg_file.exists() else {}
-    except Exception as exc:  # noqa: BLE001 - report, don't crash
+        # Hermes's own config: read like ours (regular files only, never blocking: a FIFO must not hang doctor).
+        text = read_regular(cfg_file, MAX_CONFIG_BYTES).decode("utf-8") if os.path.lexists(cfg_file) else ""
+        data = yaml.safe_load(text) or {}
+    except Unreadable as exc:
         report.fail(f"cannot read {cfg_file}: {exc}")
+        return
+    except Exception as exc:  # noqa: BLE001 - report, don't crash
+        report.fail(f"cannot read {cfg_file}: {masking.mask_text(str(exc))[:300]}")
         return
     plugins = data.get("plugins") if isinstance(data, dict) else None
     enabled = plugins.get("enabled") if isinstance(plugins, dict) else None

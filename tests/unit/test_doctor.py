@@ -223,3 +223,49 @@ def test_control_characters_from_configuration_are_shown_escaped(home, capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "components[0].config.\\x1b]0;pwned\\x07\\x1b[2J: expected a documented key" in out
+
+
+# -- issue 27, item 11: the CLI reads what it needs from Hermes without side effects -----------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run_cli(args: list[str], env: dict[str, str], timeout: float = 60):
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "hermes_otel.cli.main", *args], env=env, cwd=env["HOME"],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args", [["--version"], ["doctor"], ["spool"], ["spool", "send"], ["config", "keys"],
+                                  ["view"], ["cost"]])
+@pytest.mark.parametrize("hermes_home", ["unset", "mistyped"])
+def test_no_subcommand_creates_a_hermes_home(tmp_path, args, hermes_home):
+    """Importing Hermes's agent modules creates a whole ~/.hermes skeleton (SOUL.md, skills/, sessions/ ...)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OTEL_"))}
+    env.update(HOME=str(tmp_path / "user"), PYTHONPATH=str(ROOT))
+    (tmp_path / "user").mkdir()
+    if hermes_home == "mistyped":
+        env["HERMES_HOME"] = str(tmp_path / "user" / ".hermse")
+    _run_cli(args, env)
+    assert sorted(p.name for p in (tmp_path / "user").iterdir()) == []
+
+
+def test_doctor_reports_a_hermes_config_that_is_a_fifo_instead_of_hanging(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    os.mkfifo(home / "config.yaml", 0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OTEL_"))}
+    env.update(HOME=str(tmp_path), HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
+    done = _run_cli(["doctor"], env, timeout=30)
+    assert f"  FAIL  cannot read {home / 'config.yaml'}: a FIFO, not a regular file" in done.stdout.splitlines()
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+
+
+def test_doctor_reports_an_unreadable_hermes_config(tmp_path):
+    home = tmp_path / "home"
+    (home / "config.yaml").mkdir(parents=True)  # a directory: unreadable as a file, whoever runs it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OTEL_"))}
+    env.update(HOME=str(tmp_path), HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
+    done = _run_cli(["doctor"], env, timeout=30)
+    assert f"  FAIL  cannot read {home / 'config.yaml'}: a directory, not a regular file" in done.stdout.splitlines()
