@@ -16,6 +16,7 @@ from .. import config
 from ..redaction import masking
 from ..version import __version__
 from . import enable, view
+from .terminal import wants_color
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -145,7 +146,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         what = f"no trace starts with {args.trace.strip().lower()!r}" if args.trace else "no traces"
         print(f"hermes-otel view: {what} in {shown_path}", file=sys.stderr)
         return 1
-    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+    color = wants_color(args.color)
     width = args.width or shutil.get_terminal_size((120, 24)).columns
     sys.stdout.write(view.render(reading.traces, width=width, color=color, ascii=args.ascii))
     if not args.trace and not reading.complete:

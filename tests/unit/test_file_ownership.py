@@ -143,3 +143,28 @@ def test_doctor_sees_a_directory_under_a_regular_file(tmp_path, monkeypatch, cap
 
 def stat_mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
+
+
+@as_root
+def test_a_foreign_traces_file_refuses_the_logs_and_metrics_files_of_that_directory_too(tmp_path, caplog):
+    """Issue 27, item 13: "no files are written there" holds for every signal, not only the refused file's."""
+    from opentelemetry._logs import LogRecord
+
+    caplog.set_level(logging.DEBUG)
+    ours = tmp_path / "ours"
+    ours.mkdir(mode=0o700)
+    planted = ours / "traces.jsonl"
+    planted.write_text("")
+    os.chown(planted, OTHER, OTHER)
+    toml = tmp_path / "plugins.toml"
+    toml.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\n'
+                    f'file = {{ enabled = true, directory = "{ours}", signals = ["traces", "logs", "metrics"] }}\n')
+    settings = config.load_settings({"HERMES_HOME": str(tmp_path / "home")}, toml).settings
+    live = telemetry.build(settings)
+    with live.tracer_provider.get_tracer("t").start_as_current_span("s"):
+        live.logger_provider.get_logger("t").emit(LogRecord(body="b", event_name="e"))
+    live.meter_provider.get_meter("t").create_counter("c").add(1)
+    live.force_flush(3)
+    live.shutdown(3)
+    assert sorted(p.name for p in ours.iterdir()) == ["traces.jsonl"] and planted.read_text() == ""
+    assert len([w for w in _warnings(caplog) if "not writing telemetry files" in w]) == 1

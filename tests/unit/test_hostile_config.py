@@ -386,3 +386,23 @@ def test_a_header_file_owned_by_another_user_is_refused(tmp_path):
         f"{toml}: components[0].config.atof.sinks[0].header_file.x-file: expected a file only this user can change "
         f"(owned by this user, not writable by others), found {victim} owned by uid {NOBODY}, not by this user (uid 0)"]
     assert result.settings.atof_sinks[0].header_file == {"x-file": str(victim)}
+
+
+# -- issue 27, item 13: port 0 is refused, as documented (1 to 65535) ---------------------------------------------
+
+
+@pytest.mark.parametrize("var", ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])
+def test_port_0_in_an_endpoint_is_refused(var):
+    result = config.load_settings({var: "http://127.0.0.1:0"}, DEVNULL)
+    assert [str(p) for p in result.problems] == [
+        f"{var}: expected an http:// or https:// URL with a host (and a port from 1 to 65535), found "
+        "'http://127.0.0.1:0'"]
+    assert "traces" not in result.settings.otlp
+
+
+def test_port_0_in_a_relay_endpoint_is_refused(tmp_path):
+    toml = write(tmp_path, 'version = 1\n[[components]]\nkind = "observability"\n[components.config]\nversion = 4\n'
+                           '[[components.config.opentelemetry.endpoints]]\nendpoint = "http://127.0.0.1:0"\n')
+    result = config.load_settings({"HERMES_HOME": str(tmp_path)}, toml)
+    assert [p.expected for p in result.problems] == [
+        "an http:// or https:// URL with a host (and a port from 1 to 65535)"]
