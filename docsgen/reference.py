@@ -72,8 +72,10 @@ one that still holds a control character is refused, by key, never shown.
 `on`/`off`); anything else is reported and read as false.
 
 `hermes-otel config keys` prints every key below. Check a file with
-`hermes-otel config validate FILE` (it also says what the file configures),
-the whole set-up with `hermes-otel doctor`.
+`hermes-otel config validate [FILE]` (it also says what the file configures;
+without FILE, the file hermes-otel would load), the whole set-up with
+`hermes-otel doctor`. An unknown key is reported with the nearest documented
+one when there is one (`otlp.protocl`: did you mean `otlp.protocol`?).
 """
 
 

@@ -18,11 +18,22 @@ from ..redaction import masking
 
 
 def add_parser(sub: Any) -> None:
-    spool = sub.add_parser("spool", help="telemetry waiting to be re-sent: status (the default), send, drop")
+    spool = sub.add_parser("spool", help="telemetry waiting to be re-sent: status (the default), send, drop",
+                           description="The spool: what an OTLP endpoint could not take, kept on disk "
+                           "($HERMES_HOME/otel/spool) and re-sent in the background by the next hermes process.")
     commands = spool.add_subparsers(dest="spool_command")
-    commands.add_parser("status", help="batches, bytes and the oldest age per signal, and where they go")
-    commands.add_parser("send", help="send every spooled batch now (to the endpoints configured now)")
-    drop = commands.add_parser("drop", help="delete every spooled batch (asks first)")
+    commands.add_parser("status", help="batches, bytes and the oldest age per signal, and where they go",
+                        description="Per signal: the batches, bytes and oldest age waiting in the spool; which "
+                        "endpoint they wait for (or that it is not configured now), and anything in the spool that "
+                        "is not a batch.")
+    commands.add_parser("send", help="send every spooled batch now (to the endpoints configured now)",
+                        description="Send every spooled batch now, oldest first and unpaced, each to the endpoint it "
+                        "was spooled for (with the headers configured now), with progress. An endpoint that fails is "
+                        "skipped for the rest of the run. Exit status 1 when something was kept or skipped; Ctrl-C "
+                        "stops it (exit status 130) and what was not sent stays spooled.")
+    drop = commands.add_parser("drop", help="delete every spooled batch (asks first)",
+                               description="Delete every spooled batch, and anything in the spool that is not a "
+                               "batch, after asking (--yes does not ask). They were never delivered.")
     drop.add_argument("-y", "--yes", action="store_true", help="do not ask")
 
 

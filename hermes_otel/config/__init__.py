@@ -27,7 +27,7 @@ from ..redaction.masking import mask_url, remember_url
 from .env import from_env
 from .files import MAX_CONFIG_BYTES, TRUSTED, Unreadable, Untrusted, read_regular, size_text
 from .headers import parse_pairs, resolve
-from .problems import Problem, check, describe, shown
+from .problems import Problem, check, describe, shown, unknown_key
 from .relay import FileSinkConfig, RelayEndpoint, StreamSinkConfig
 from .relay import validate as validate_observability
 from .schema import (
@@ -315,7 +315,7 @@ def _validate_ours(comp: dict, where: str, src: str, problems: list[Problem], re
             problems.append(Problem(src, path, "a table", describe(value)))
             continue
         if spec is None:
-            report(path, f"a documented key ({KEYS_HINT})", "an unknown key", "unknown_field")
+            report(path, f"a documented key ({KEYS_HINT})", unknown_key(key, FIELDS_BY_KEY), "unknown_field")
             continue
         error = check(spec, value)
         if error is not None:

@@ -210,7 +210,7 @@ def masked(settings: Any) -> dict[str, Any]:
         "sampler": f"{settings.sampler_name} ({settings.sampler_arg:g})",
         "file": {"directory": str(settings.file_directory), "signals": sorted(settings.file_signals)},
         "otlp": {},
-        "metrics_exporter": settings.metrics_exporter if settings.metrics_enabled else "none",
+        "metrics_exporter": _metrics_destination(settings),
     }
     if settings.metrics_enabled and settings.metrics_exporter == "prometheus":
         data["prometheus"] = f"http://{settings.prometheus_host}:{settings.prometheus_port}/metrics"
@@ -229,6 +229,17 @@ def masked(settings: Any) -> dict[str, Any]:
         if targets:
             data[name] = [mask_url(t.endpoint) for t in targets]
     return data
+
+
+def _metrics_destination(settings: Any) -> str:
+    """Where metrics really go: `otlp` (push) means an OTLP endpoint, files, both, or nothing."""
+    if not settings.metrics_enabled:
+        return "none"
+    if settings.metrics_exporter != "otlp":
+        return str(settings.metrics_exporter)
+    places = [name for name, used in (("otlp", "metrics" in settings.otlp),
+                                      ("files", "metrics" in settings.file_signals)) if used]
+    return " and ".join(places) or "none"
 
 
 def _target(target: Any) -> dict[str, Any]:
