@@ -169,7 +169,7 @@ def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
     _only_our_headers(inner, target.headers)
     guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
     return outbox_exporter(signal, guard(inner, target.endpoint, count_drops=False), target.endpoint,
-                           endpoint_key(target.protocol, target.endpoint), spool_for(settings),
+                           endpoint_key(target.protocol, target.endpoint, target.headers), spool_for(settings),
                            settings.flush_timeout_s, settings.bsp_max_queue_size)
 
 

@@ -28,7 +28,8 @@ def add_parser(sub: Any) -> None:
                         "is not a batch.")
     commands.add_parser("send", help="send every spooled batch now (to the endpoints configured now)",
                         description="Send every spooled batch now, oldest first and unpaced, each to the endpoint it "
-                        "was spooled for (with the headers configured now), with progress. An endpoint that fails is "
+                        "was spooled for, with the same headers (a changed tenant key never gets another's batches), "
+                        "with progress. An endpoint that fails is "
                         "skipped for the rest of the run. Exit status 1 when something was kept or skipped; Ctrl-C "
                         "stops it (exit status 130) and what was not sent stays spooled.")
     drop = commands.add_parser("drop", help="delete every spooled batch (asks first)",

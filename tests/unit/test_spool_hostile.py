@@ -186,3 +186,82 @@ def test_ctrl_c_during_spool_send_exits_130_without_a_traceback(tmp_path):
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130
     assert "Traceback" not in err and err == "hermes-otel: interrupted\n"
+
+
+# -- issue 27, "also decide": a changed tenant key never receives the batches spooled for the old one -------------
+
+
+def _spool_through_a_dead_endpoint(tmp_path: Path, monkeypatch, headers: str) -> config.Settings:
+    """The real pipeline exports one span to an endpoint that refuses connections: the batch is spooled."""
+    from hermes_otel import telemetry
+    from tests.harness.fault_servers import refused_endpoint
+    from tests.harness.threads import threads_finish
+
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", os.devnull)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"{refused_endpoint()}/v1/traces")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", headers)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
+    settings = config.load_settings().settings
+    with threads_finish():
+        live = telemetry.build(settings)
+        with live.tracer_provider.get_tracer("t").start_as_current_span("tenant-a's span"):
+            pass
+        live.force_flush(3)
+        live.shutdown(3)
+    assert len(Spool(settings.spool_directory, 1 << 20, 86400).entries("traces")) == 1
+    return settings
+
+
+def _as_now(settings: config.Settings, endpoint: str, headers: dict[str, str]) -> dict:
+    import dataclasses
+
+    target = dataclasses.replace(settings.otlp["traces"], endpoint=f"{endpoint}/v1/traces", headers=headers)
+    return targets_of(dataclasses.replace(settings, otlp={"traces": target}))
+
+
+def test_a_changed_tenant_key_never_receives_the_batches_spooled_for_the_old_one(tmp_path, monkeypatch):
+    settings = _spool_through_a_dead_endpoint(tmp_path, monkeypatch, "x-scope-orgid=tenant-a")
+    spool = Spool(settings.spool_directory, 1 << 20, 86400)
+    endpoint = settings.otlp["traces"].endpoint.rsplit("/v1/", 1)[0]
+    with OTLPReceiver(port=int(endpoint.rsplit(":", 1)[1])) as receiver:  # the collector is back, same URL
+        report = send_all(spool, _as_now(settings, endpoint, {"x-scope-orgid": "tenant-b"}))  # another tenant now
+        assert (report.sent, report.no_target) == (0, 1) and receiver.spans() == []
+        report = send_all(spool, _as_now(settings, endpoint, {"x-scope-orgid": "tenant-a"}))
+        assert report.sent == 1
+        got = receiver.wait_for_spans(lambda s: len(s) == 1, timeout=5)
+    assert [s.name for s in got] == ["tenant-a's span"] and receiver.headers[-1]["x-scope-orgid"] == "tenant-a"
+
+
+def test_an_endpoint_without_headers_keeps_its_spool_key():
+    from hermes_otel.exporters.spool.store import endpoint_key
+
+    assert endpoint_key("http/protobuf", "http://c:4318/v1/traces") == endpoint_key("http/protobuf",
+                                                                                    "http://c:4318/v1/traces", {})
+    assert endpoint_key("http/protobuf", "http://c:4318/v1/traces", {"x-scope-orgid": "a"}) != endpoint_key(
+        "http/protobuf", "http://c:4318/v1/traces", {"x-scope-orgid": "b"})
+
+
+# -- issue 27, "also decide": a re-send's memory is bounded by the batch size limit -------------------------------
+
+
+def test_a_large_batch_is_re_sent_in_requests_of_at_most_the_batch_size_limit(tmp_path):
+    """A spool file of 2,100 spans in 5 lines (requests of 420) goes as requests of at most 512 spans and more
+    (a request is never split): 840, 840, 420 — the re-send holds one of them at a time, never the whole file."""
+    from hermes_otel.config import OTLPTarget
+    from hermes_otel.exporters.spool.resend import PIECE_ITEMS
+    from hermes_otel.exporters.spool.store import endpoint_key
+
+    assert PIECE_ITEMS == 512
+    with OTLPReceiver() as receiver:
+        url = f"{receiver.endpoint}/v1/traces"
+        spool = Spool(tmp_path / "spool", 1 << 30, 86400)
+        batch = spans(2100)
+        spool.put("traces", endpoint_key("http/protobuf", url),
+                  [encode_spans_json(batch[i:i + 420]) for i in range(0, 2100, 420)])
+        report = send_all(spool, {endpoint_key("http/protobuf", url): ("traces", OTLPTarget(url, "http/protobuf", {},
+                                                                                             5.0, "none"))})
+        got = receiver.wait_for_spans(lambda s: len(s) == 2100, timeout=10)
+        assert (report.sent, report.items, receiver.request_count) == (1, 2100, 3)
+    assert sorted(s.span_id for s in got) == sorted(f"{s.context.span_id:016x}" for s in batch)
+    assert spool.entries() == []

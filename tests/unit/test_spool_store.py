@@ -431,11 +431,12 @@ def test_a_batch_is_re_sent_with_the_headers_and_compression_configured_now(tmp_
     with OTLPReceiver() as receiver:
         url = f"{receiver.endpoint}/v1/traces"
         spool = Spool(tmp_path / "spool", 1 << 20, 86400)
-        spool.put("traces", endpoint_key("http/protobuf", url), [encode_spans_json(spans())])
+        key = endpoint_key("http/protobuf", url, {"x-tenant": "blue"})  # the endpoint and its identity
+        spool.put("traces", key, [encode_spans_json(spans())])
         (entry,) = spool.entries()
         assert "blue" not in entry.path.read_text() and "x-tenant" not in entry.path.read_text()  # not on disk
         configured = OTLPTarget(url, "http/protobuf", {"x-tenant": "blue"}, 2.0, "gzip")
-        report = send_all(spool, {endpoint_key("http/protobuf", url): ("traces", configured)})
+        report = send_all(spool, {key: ("traces", configured)})
         receiver.wait_for_spans(lambda s: len(s) == 5)
     assert report.sent == 1
     (headers,) = receiver.headers

@@ -29,14 +29,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
 from ...version import __version__
-from .store import Entry, NotABatch, Spool, Stray, endpoint_key, read_requests, stats
+from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
 
 MIN_GAP_S = 0.02  # between two batches of the background sender (so at most 50 batches/s)
 BUSY_SHARE = 0.25  # of one core, at most, for the background sender
@@ -44,6 +44,7 @@ BACKOFF_S = (1.0, 60.0)  # first and longest wait after a failed send
 IDLE_RESCAN_S = 5.0  # how often an idle sender looks for batches spooled by other processes
 CAPS_EVERY_S = 60.0  # how often the sender enforces the spool's caps (age)
 PIECE = 16  # items converted between two GIL pauses
+PIECE_ITEMS = 512  # items per re-sent request at most (the SDK batch processor's default max_export_batch_size)
 GIL_PAUSE_S = 0.0002  # a blocking sleep lets a waiting thread take the GIL (sleep(0) takes it straight back)
 REJECTED_HTTP = frozenset({400, 413, 422})  # the batch itself is refused: sending it again cannot help
 _GRPC_METHODS = {
@@ -78,7 +79,7 @@ def targets_of(settings: Any) -> dict[str, tuple[str, Any]]:
     pairs = [*settings.otlp.items(), *(("traces", e.target) for e in settings.relay_span_endpoints),
              *(("logs", t) for t in settings.relay_log_targets),
              *(("metrics", t) for t in settings.relay_metric_targets)]
-    return {endpoint_key(t.protocol, t.endpoint): (signal, t) for signal, t in pairs}
+    return {endpoint_key(t.protocol, t.endpoint, t.headers): (signal, t) for signal, t in pairs}
 
 
 # -- one batch ---------------------------------------------------------------------------------------------------
@@ -96,45 +97,64 @@ def send_entry(spool: Spool, entry: Entry, target: Any, channels: _Channels, *, 
 
 
 def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, channels: _Channels, paced: bool) -> Outcome:
-    requests, unread = read_requests(entry.path, fd)
-    message, items, bad, detail = None, 0, 0, "no readable request"
-    if requests:
-        message, items, bad = to_request(entry.signal, requests, paced=paced)
-        if bad == len(requests):
-            message, detail = None, "no line could be converted"
-    if bad and message is not None:  # (a torn line was said by read_requests)
-        _log.once("spool-bad-lines", "hermes-otel: skipped %d unreadable line(s) of the spooled %s batch %s; "
-                  "the rest is sent (repeats are logged at DEBUG)", bad, entry.signal, entry.path.name,
-                  per_process=True)
-    if message is None:
-        spool.remove(entry)
-        stats.evicted[(entry.signal, "unreadable")] += 1
-        _log.once("spool-unreadable", "hermes-otel: removed the spooled %s batch %s: it cannot be sent (%s); "
-                  "counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)", entry.signal,
-                  entry.path.name, detail, per_process=True)
-        return Outcome("unreadable", 0, detail)
-    outcome = post(entry.signal, target, message.SerializeToString(), channels)
-    if outcome.kind in ("sent", "rejected"):
-        spool.remove(entry)
+    """Send a claimed batch in pieces of at most :data:`PIECE_ITEMS` items (one request each, as the SDK's batch
+    processor sends them), read one line at a time: a re-send holds one piece, never the whole batch. The batch
+    is removed once every piece was acknowledged (or rejected as malformed); a piece that fails keeps it, and the
+    pieces already acknowledged are sent again with it later (at-least-once)."""
+    requests = Requests(entry.path, fd)
+    sent = rejected = items = bad = 0
+    refusal = ""
+    for message, count, skipped in pieces(entry.signal, requests, paced=paced):
+        bad += skipped
+        if message is None:
+            continue
+        outcome = post(entry.signal, target, message.SerializeToString(), channels)
+        del message  # the next piece is built without this one in memory
+        if outcome.kind == "retry":
+            return Outcome("retry", items, outcome.detail, outcome.retry_after_s, bad + requests.bad)
         if outcome.kind == "sent":
-            stats.replayed[entry.signal] += 1
+            sent, items = sent + 1, items + count
         else:
-            stats.evicted[(entry.signal, "rejected")] += 1
-            _log.once(f"spool-rejected:{target.endpoint}", "hermes-otel: %s rejected a spooled %s batch (%s); it "
-                      "was removed and counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)",
-                      mask_url(target.endpoint), entry.signal, outcome.detail, per_process=True)
-    return Outcome(outcome.kind, items, outcome.detail, outcome.retry_after_s, bad + unread)
+            rejected, refusal = rejected + 1, outcome.detail
+    if bad:  # (a torn line was said by the reader)
+        _log.once("spool-bad-lines", "hermes-otel: skipped %d unreadable line(s) of the spooled %s batch %s; "
+                  "the rest was sent (repeats are logged at DEBUG)", bad, entry.signal, entry.path.name,
+                  per_process=True)
+    spool.remove(entry)
+    if sent:
+        stats.replayed[entry.signal] += 1
+        return Outcome("sent", items, bad_lines=bad + requests.bad)
+    if rejected:
+        stats.evicted[(entry.signal, "rejected")] += 1
+        _log.once(f"spool-rejected:{target.endpoint}", "hermes-otel: %s rejected a spooled %s batch (%s); it "
+                  "was removed and counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)",
+                  mask_url(target.endpoint), entry.signal, refusal, per_process=True)
+        return Outcome("rejected", 0, refusal, bad_lines=bad + requests.bad)
+    detail = "no line could be converted" if bad else "no readable request"
+    stats.evicted[(entry.signal, "unreadable")] += 1
+    _log.once("spool-unreadable", "hermes-otel: removed the spooled %s batch %s: it cannot be sent (%s); "
+              "counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)", entry.signal,
+              entry.path.name, detail, per_process=True)
+    return Outcome("unreadable", 0, detail)
 
 
 def to_request(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = True) -> tuple[Any, int, int]:
     """One protobuf export request from OTLP/JSON requests (their lists appended), its item count, and how many
-    requests (lines) could not be converted and were skipped (a non-hex id, a wrong type): one bad line costs
-    that line, never the batch.
+    requests (lines) could not be converted and were skipped: one piece without a size limit."""
+    return next(pieces(signal, requests, paced=paced, limit=None))
+
+
+def pieces(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = True,
+           limit: int | None = PIECE_ITEMS) -> Iterator[tuple[Any, int, int]]:
+    """Protobuf export requests from OTLP/JSON requests (their lists appended), each closed once it holds `limit`
+    items or more (a request is never split), with its item count and how many requests (lines) could not be
+    converted and were skipped (a non-hex id, a wrong type): one bad line costs that line, never the batch. A
+    piece is None when not one of its requests could be converted; at least one piece is yielded.
 
     Converted item by item (pausing for the GIL every few items when `paced`): json_format is pure Python, and a
     batch of hundreds of spans would otherwise hold the GIL for tens of milliseconds."""
     message = _request_class(signal)()
-    items = bad = 0
+    items = bad = converted = yielded = 0
     for request in requests:
         part = _request_class(signal)()
         try:
@@ -143,8 +163,14 @@ def to_request(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: boo
             bad += 1
             continue
         message.MergeFrom(part)  # repeated fields: the lists appended, as one request
+        del part
         items += count
-    return message, items, bad
+        converted += 1
+        if limit is not None and items >= limit:
+            yield message, items, bad
+            message, items, bad, converted, yielded = _request_class(signal)(), 0, 0, 0, yielded + 1
+    if converted or bad or not yielded:
+        yield (message if converted else None), items, bad
 
 
 def _convert(signal: str, request: Mapping[str, Any], message: Any, done: int, paced: bool) -> int:

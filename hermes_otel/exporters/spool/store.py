@@ -29,7 +29,7 @@ import stat
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,9 +50,15 @@ STALE_TEMP_S = 3600.0  # a temporary file this old was left by a crash
 RESCAN_S = 30.0  # how often a writing process recounts what other processes added
 
 
-def endpoint_key(protocol: str, endpoint: str) -> str:
-    """The name of an endpoint in spool file names: a hash, so no URL or credential is written to disk."""
-    return hashlib.sha256(f"{protocol} {endpoint}".encode()).hexdigest()[:16]
+def endpoint_key(protocol: str, endpoint: str, headers: Mapping[str, str] | None = None) -> str:
+    """The name of an endpoint in spool file names: a hash, so no URL or credential is written to disk. The
+    headers are part of it (names and values: a tenant, a project, a key), so a batch is only ever re-sent to the
+    endpoint AND identity it was meant for: a changed tenant key never receives another tenant's batches. An
+    endpoint without headers keeps the key it always had."""
+    identity = f"{protocol} {endpoint}"
+    if headers:
+        identity += "".join(f"\n{name.lower()}: {value}" for name, value in sorted(headers.items()))
+    return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -292,34 +298,48 @@ class Spool:
         return dict(evicted)
 
 
+class Requests:
+    """The export requests of a spool file, read and decoded one line at a time, so a re-send never holds the
+    whole batch as text and as dicts at once; `bad` counts the lines that could not be read (torn or not JSON
+    objects), said once when the reading ends."""
+
+    def __init__(self, path: Path, fd: int | None = None) -> None:
+        self.path, self.fd, self.bad = Path(path), fd, 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self.fd is not None:
+            os.lseek(self.fd, 0, os.SEEK_SET)
+            handle = os.fdopen(os.dup(self.fd), "rb")
+        else:
+            handle = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
+        self.bad = 0
+        with handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    request = json.loads(line)
+                except ValueError:
+                    self.bad += 1
+                    continue
+                if isinstance(request, dict):
+                    yield request
+                else:
+                    self.bad += 1
+        if self.bad:
+            _log.once(
+                "spool-torn-line",
+                "hermes-otel: skipped %d unreadable line(s) in the spooled batch %s (a torn write); the rest of the "
+                "spool is unaffected (repeats are logged at DEBUG)", self.bad, self.path, level=logging.WARNING,
+                per_process=True,
+            )
+
+
 def read_requests(path: Path, fd: int | None = None) -> tuple[list[dict[str, Any]], int]:
     """The export requests of a spool file, and how many lines could not be read (torn or not JSON objects)."""
-    if fd is not None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            raw = handle.read()
-    else:
-        raw = Path(path).read_bytes()
-    requests, bad = [], 0
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(request, dict):
-            requests.append(request)
-        else:
-            bad += 1
-    if bad:
-        _log.once(
-            "spool-torn-line",
-            "hermes-otel: skipped %d unreadable line(s) in the spooled batch %s (a torn write); the rest of the "
-            "spool is unaffected (repeats are logged at DEBUG)", bad, path, level=logging.WARNING, per_process=True,
-        )
-    return requests, bad
+    reader = Requests(path, fd)
+    requests = list(reader)
+    return requests, reader.bad
 
 
 _spools: dict[Path, Spool] = {}
