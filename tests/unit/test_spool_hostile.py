@@ -193,9 +193,8 @@ def test_ctrl_c_during_spool_send_exits_130_without_a_traceback(tmp_path):
 
 def _spool_through_a_dead_endpoint(tmp_path: Path, monkeypatch, headers: str) -> config.Settings:
     """The real pipeline exports one span to an endpoint that refuses connections: the batch is spooled."""
-    from hermes_otel import telemetry
     from tests.harness.fault_servers import refused_endpoint
-    from tests.harness.threads import threads_finish
+    from tests.unit.test_secrets_in_logs import _export_once
 
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", os.devnull)
@@ -203,12 +202,7 @@ def _spool_through_a_dead_endpoint(tmp_path: Path, monkeypatch, headers: str) ->
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", headers)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
     settings = config.load_settings().settings
-    with threads_finish():
-        live = telemetry.build(settings)
-        with live.tracer_provider.get_tracer("t").start_as_current_span("tenant-a's span"):
-            pass
-        live.force_flush(3)
-        live.shutdown(3)
+    _export_once(settings, "tenant-a's span")
     assert len(Spool(settings.spool_directory, 1 << 20, 86400).entries("traces")) == 1
     return settings
 
