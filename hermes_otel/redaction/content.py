@@ -75,8 +75,8 @@ _VALUE_PATTERNS: tuple[tuple[tuple[str, ...], bool, re.Pattern[str], Any], ...] 
     (("SG.",), False, re.compile(_B + r"SG\.[A-Za-z0-9_-]{16,}(?:\.[A-Za-z0-9_-]{16,})?"), REDACTED),  # SendGrid
     (("npm_",), False, re.compile(_B + r"npm_[A-Za-z0-9]{30,}"), REDACTED),  # npm access token
     (("pypi-",), False, re.compile(_B + r"pypi-[A-Za-z0-9_-]{16,}"), REDACTED),  # PyPI API token
-    # Telegram bot token: `<bot id>:<35 characters>`, often in a `/bot<token>/` URL.
-    ((":",), False, re.compile(r"(?:(?<=/bot)|" + _B + r")\d{8,10}:[A-Za-z0-9_-]{34,}"), REDACTED),
+    # Telegram bot token: `<bot id>:A<34 characters>`, often in a `/bot<token>/` URL (`:A` is a cheap gate).
+    ((":A",), False, re.compile(r"(?<![0-9])\d{8,10}:A[A-Za-z0-9_-]{33,}"), REDACTED),
     # Webhook URLs: the path after the fixed prefix is the credential.
     (("hooks.slack.com",), True, re.compile(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)[\w/-]+"),
      r"\1" + REDACTED),
