@@ -111,6 +111,25 @@ def test_a_batch_nobody_can_read_is_reported_not_called_busy_and_can_be_dropped(
     assert code == 0 and not entry.exists()
 
 
+def test_a_batch_swapped_for_a_fifo_after_the_listing_is_reported_not_waited_on_nor_called_busy(tmp_path):
+    """The listing saw a regular file; by the time it is opened it is a FIFO (a race, or a hostile user of the same
+    uid): the open does not wait for a writer, the open file is checked, and it is a stray, never "busy"."""
+    from hermes_otel.config import OTLPTarget
+    from hermes_otel.exporters.spool.resend import _Channels, send_entry
+    from hermes_otel.exporters.spool.store import endpoint_key
+
+    spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+    url = "http://127.0.0.1:9/v1/traces"
+    spool.put("traces", endpoint_key("http/protobuf", url), [encode_spans_json(spans(1))])
+    (entry,) = spool.entries()
+    entry.path.unlink()
+    os.mkfifo(entry.path, 0o600)
+    outcome = within(5, lambda: send_entry(spool, entry, OTLPTarget(url, "http/protobuf", {}, 1.0, "none"),
+                                           _Channels()))
+    assert (outcome.kind, outcome.detail) == ("stray", "a FIFO, not a regular file")
+    assert within(5, lambda: spool.evict(entry, "age")) is False and os.path.lexists(entry.path)
+
+
 # -- item 6: a signal directory that is a symbolic link ------------------------------------------------------------
 
 
