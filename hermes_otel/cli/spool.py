@@ -186,7 +186,7 @@ def doctor_lines(settings: config.Settings) -> list[tuple[str, str]]:
     from ..exporters.private import problem
 
     spool = open_spool(settings.spool_directory, settings.spool_max_bytes, settings.spool_max_age_s)
-    entries = spool.entries()
+    entries, strays = spool.scan()
     waiting = ""
     if entries:
         by_signal = Counter(e.signal for e in entries)
@@ -219,6 +219,7 @@ def doctor_lines(settings: config.Settings) -> list[tuple[str, str]]:
     if orphans and targets:
         lines.append(("warn", f"{orphans} spooled batch{'es' if orphans != 1 else ''} for an endpoint not "
                               "configured now: kept until spool_max_age (`hermes-otel spool drop` deletes them)"))
+    lines += [("warn", f"spool: {stray.text()}") for stray in strays]
     return lines
 
 

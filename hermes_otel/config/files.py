@@ -52,8 +52,7 @@ def read_regular(path: Path, cap: int, *, trusted: bool = False) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-            raise Unreadable(f"{kind}, not a regular file")
+            raise Unreadable(not_regular(st.st_mode))
         why = untrusted(st) if trusted else None
         if why:
             raise Untrusted(why)
@@ -73,6 +72,14 @@ def read_regular(path: Path, cap: int, *, trusted: bool = False) -> bytes:
         raise Unreadable(_reason(exc)) from None
     finally:
         os.close(fd)
+
+
+def not_regular(mode: int) -> str:
+    """What a file that is not a regular one is, in words: "a FIFO, not a regular file"."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link, not followed"
+    kind = next((name for test, name in _KINDS if test(mode)), None)
+    return f"{kind}, not a regular file" if kind else "not a regular file"
 
 
 def _reason(exc: OSError) -> str:

@@ -71,6 +71,10 @@ def test_a_fifo_named_like_a_batch_is_skipped_by_send_and_removed_by_drop(tmp_pa
     assert out.splitlines()[-1] == ("hermes-otel spool: sent 1 batch (3 spans, log records and metric points); "
                                     "1 skipped: not a batch")
     assert code == 1
+    from hermes_otel.cli.spool import doctor_lines
+
+    assert ("warn", f"spool: skipped {fifo}: a FIFO, not a regular file (`hermes-otel spool drop` removes it)") \
+        in doctor_lines(config.load_settings().settings)
     code, out, err = _cli(["spool", "drop", "--yes"], capsys)
     assert code == 0 and out == "hermes-otel spool: deleted 1 entry that was not a batch\n"
     assert not os.path.lexists(fifo)

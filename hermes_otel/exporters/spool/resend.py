@@ -471,7 +471,10 @@ class Resender:
                 if self._sendable(entry, targets, now):
                     return entry
             if attempt == 0:
-                queue.extend(e for e in _quietly(spool.entries) or () if self._sendable(e, targets, now))
+                entries, strays = _quietly(spool.scan) or ((), ())
+                for stray in strays:  # nobody else would say it: a background sender has no terminal
+                    _log.once(f"spool-stray:{stray.path}", "hermes-otel: spool: %s", stray.text(), per_process=True)
+                queue.extend(e for e in entries if self._sendable(e, targets, now))
         return None
 
     def _sendable(self, entry: Entry, targets: Targets, now: float) -> bool:

@@ -3,7 +3,11 @@
 Layout: ``<directory>/<signal>/<created ns>-<pid>-<seq>-<key>.jsonl``, one batch per file, each line one
 OTLP/JSON export request (the encoding of the embedded default files, so ``hermes-otel view FILE`` and the
 Collector's ``otlpjsonfile`` receiver read a spool file). ``<key>`` names the endpoint the batch was meant for
-by a hash (no URL and no credential on disk): a batch is re-sent only to that endpoint.
+and its headers by a hash (no URL and no credential on disk): a batch is re-sent only to that endpoint and
+identity.
+* Hostile contents: a batch is opened non-blocking and never through a link, and read only when it is a regular
+  file; anything else under a batch's name (and a spool directory that is a link or another user's) is a
+  :class:`Stray`, reported and skipped.
 
 * Written whole: a temporary hidden file, fsync, then a rename, so a crash never leaves a partial batch under
   a spool name (a line that is torn anyway, say by a damaged disk, is skipped with one warning).
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._internal import log as _log
+from ...config.files import not_regular
 from ..private import ensure_dir
 
 SIGNALS = ("traces", "logs", "metrics")
@@ -94,13 +99,7 @@ class Stray:
 
 def _kind(mode: int) -> str | None:
     """None for a regular file, else what it is."""
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISLNK(mode):
-        return "a symbolic link, not followed"
-    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((f"{name}, not a regular file" for test, name in kinds if test(mode)), "not a regular file")
+    return None if stat.S_ISREG(mode) else not_regular(mode)
 
 
 @dataclass
@@ -164,7 +163,7 @@ class Spool:
     # -- reading -----------------------------------------------------------------------------------
 
     def entries(self, signal: str | None = None) -> list[Entry]:
-        """Spooled batches, oldest first (all signals, or one); what is not a batch is said once and skipped."""
+        """Spooled batches, oldest first (all signals, or one); what is not a batch is skipped (see :meth:`scan`)."""
         return self.scan(signal)[0]
 
     def scan(self, signal: str | None = None) -> tuple[list[Entry], list[Stray]]:
@@ -207,9 +206,6 @@ class Spool:
                 found.append(Entry(sig, Path(item.path), match.group(4), int(match.group(1)), st.st_size,
                                    st.st_mtime))
         found.sort(key=lambda e: (e.created_ns, e.path.name))
-        for stray in strays:
-            _log.once(f"spool-stray:{stray.path}", "hermes-otel: spool: %s", stray.text(), level=logging.WARNING,
-                      per_process=True)
         return found, strays
 
     def bytes_by_signal(self) -> dict[str, int]:
