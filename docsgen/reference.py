@@ -35,7 +35,12 @@ their readers.
 
 The file, and every `header_file`, is read only if it is a regular file
 (a FIFO, a device or a directory is refused without blocking), of at most
-1 MiB (a header file: 64 KiB).
+1 MiB (a header file: 64 KiB), and only if no other user can change it: a
+file owned by another user or writable by others (`o+w`) is refused with one
+message (`expected a file only this user can change …`), since whoever can
+write the file decides where your credentials and telemetry are sent. A
+refused `plugins.toml` applies nothing (telemetry runs on the environment and
+defaults); a refused `header_file` leaves that header out.
 
 ## Problems
 
@@ -67,8 +72,10 @@ one that still holds a control character is refused, by key, never shown.
 `on`/`off`); anything else is reported and read as false.
 
 `hermes-otel config keys` prints every key below. Check a file with
-`hermes-otel config validate FILE` (it also says what the file configures),
-the whole set-up with `hermes-otel doctor`.
+`hermes-otel config validate [FILE]` (it also says what the file configures;
+without FILE, the file hermes-otel would load), the whole set-up with
+`hermes-otel doctor`. An unknown key is reported with the nearest documented
+one when there is one (`otlp.protocl`: did you mean `otlp.protocol`?).
 """
 
 

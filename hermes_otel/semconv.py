@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import urllib.parse
 from collections.abc import Callable, Mapping
 from types import SimpleNamespace
@@ -301,14 +302,15 @@ def chat_response_attributes(response: Any) -> dict[str, Any]:
         attrs[REQUEST_STREAM] = True
         if isinstance(rid, str) and rid:
             attrs[HERMES_RESPONSE_ID] = rid
-        if rid == _PARTIAL_STREAM_STUB_ID:
+        stub = _partial_stream_stub_id()
+        if stub is not None and rid == stub:
             attrs[RESPONSE_STUB] = "partial_stream"
     elif isinstance(rid, str) and rid:
         attrs[RESPONSE_ID] = rid
     model = get("model")
     if isinstance(model, str) and model:
         attrs[RESPONSE_MODEL] = model
-    reasons = _finish_reasons(get) if rid != _PARTIAL_STREAM_STUB_ID or not made_by_hermes else ()
+    reasons = _finish_reasons(get) if not made_by_hermes or RESPONSE_STUB not in attrs else ()
     if reasons:
         attrs[RESPONSE_FINISH_REASONS] = reasons
     attrs.update(usage_attributes(get("usage")))
@@ -316,15 +318,11 @@ def chat_response_attributes(response: Any) -> dict[str, Any]:
 
 
 def _partial_stream_stub_id() -> str | None:
-    """The id Hermes gives the stub of a stream that broke off (agent/chat_completion_helpers.py)."""
-    try:
-        from agent.chat_completion_helpers import PARTIAL_STREAM_STUB_ID
-    except Exception:  # noqa: BLE001 - another Hermes, or none
-        return None
-    return PARTIAL_STREAM_STUB_ID if isinstance(PARTIAL_STREAM_STUB_ID, str) else None
-
-
-_PARTIAL_STREAM_STUB_ID = _partial_stream_stub_id()
+    """The id Hermes gives the stub of a stream that broke off (agent/chat_completion_helpers.py), read from the
+    module Hermes already loaded to make that response: never imported by us (importing Hermes's agent modules
+    loads its config and creates a ~/.hermes skeleton, which the CLI must not)."""
+    value = getattr(sys.modules.get("agent.chat_completion_helpers"), "PARTIAL_STREAM_STUB_ID", None)
+    return value if isinstance(value, str) else None
 
 
 def _finish_reasons(get: Callable[[str], Any]) -> tuple[str, ...]:

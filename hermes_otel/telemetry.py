@@ -164,13 +164,29 @@ def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
         compression=compression,
         **kwargs,
     )
+    _only_our_headers(inner, target.headers)
     from .exporters.spool.delivery import outbox_exporter
     from .exporters.spool.store import endpoint_key, spool_for
 
     guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
     return outbox_exporter(signal, guard(inner, target.endpoint, count_drops=False), target.endpoint,
-                           endpoint_key(target.protocol, target.endpoint), spool_for(settings),
+                           endpoint_key(target.protocol, target.endpoint, target.headers), spool_for(settings),
                            settings.flush_timeout_s, settings.bsp_max_queue_size)
+
+
+# Headers the SDK's HTTP client sends of its own; every other header it holds came from OTEL_*_HEADERS.
+_SDK_HEADERS = ("user-agent", "content-encoding")
+
+
+def _only_our_headers(inner: Any, headers: Mapping[str, str]) -> None:
+    """The SDK merges the environment's OTEL_*_HEADERS under the headers it is given (HTTP), or uses them when it
+    is given none (gRPC), re-reading values config refused: keep exactly the validated ones."""
+    client: Any = getattr(inner, "_client", None)
+    if isinstance(getattr(client, "_headers", None), dict):  # HTTP
+        kept = {k: v for k, v in client._headers.items() if k.lower() in _SDK_HEADERS}
+        client._headers = kept | dict(headers)
+    elif isinstance(getattr(inner, "_headers", None), tuple):  # gRPC: metadata tuples
+        inner._headers = tuple(headers.items())
 
 
 _DROP_SIGNALS = ("traces", "logs", "metrics")  # always reported (0 is news too); others once they drop

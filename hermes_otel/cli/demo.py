@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..cost import pricing as cost
 from . import enable, view
+from .terminal import wants_color
 
 PROMPT = "Run `echo hello from hermes-otel` in the terminal and tell me what it printed."
 DEMO_PLUGIN = Path(__file__).parents[1] / "testing" / "demo_plugin"
@@ -67,7 +68,7 @@ def run(keep: bool = False, ascii: bool = False) -> int:
             print(chat.stderr[-4000:], file=sys.stderr)
             return 1
         width = shutil.get_terminal_size((120, 24)).columns
-        sys.stdout.write(view.render(traces, width=width, color=sys.stdout.isatty(), ascii=ascii))
+        sys.stdout.write(view.render(traces, width=width, color=wants_color(), ascii=ascii))
         print("\n" + _cost_note(traces))
         ok = True
         return 0

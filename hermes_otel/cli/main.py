@@ -16,6 +16,7 @@ from .. import config
 from ..redaction import masking
 from ..version import __version__
 from . import enable, view
+from .terminal import wants_color
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,6 +32,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError, AttributeError):
             pass
         return 141  # 128 + SIGPIPE, what a shell reports for a tool the pipe stopped
+    except KeyboardInterrupt:
+        # Ctrl-C (`spool send` against a hung collector): one line, no traceback; what was not sent stays spooled.
+        print("hermes-otel: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, what a shell reports for a tool Ctrl-C stopped
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
@@ -38,8 +43,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"hermes-otel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("enable", help="enable the plugin in Hermes (any supported Hermes) and say how")
-    sub.add_parser("disable", help="disable the plugin in Hermes and say how")
+    sub.add_parser("enable", help="enable the plugin in Hermes (any supported Hermes) and say how",
+                   description="Add hermes_otel to Hermes's plugin allow-list (plugins.enabled of "
+                   "$HERMES_HOME/config.yaml) with `hermes plugins enable hermes_otel --no-allow-tool-override`, or, "
+                   "on a Hermes whose enable command cannot (0.16, 0.17), with Hermes's own config functions; says "
+                   "which. Takes effect on the next Hermes session.")
+    sub.add_parser("disable", help="disable the plugin in Hermes and say how",
+                   description="Move hermes_otel from plugins.enabled to plugins.disabled of $HERMES_HOME/config.yaml "
+                   "(`hermes plugins disable hermes_otel`, or Hermes's own config functions); says which. Takes effect "
+                   "on the next Hermes session.")
 
     demo = sub.add_parser("demo", help="run a real Hermes session against a scripted local model and show its trace")
     demo.add_argument("--keep", action="store_true", help="keep the temporary HERMES_HOME and its telemetry files")
@@ -64,7 +76,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
         "cost", help="what the recorded runs cost, by session, turn, model, profile, subagent or day")
     cost_report.add_arguments(spent)
 
-    sub.add_parser("doctor", help="check installation, enablement, configuration and endpoints")
+    sub.add_parser("doctor", help="check installation, enablement, configuration and endpoints",
+                   description="Check the installation, the enablement in Hermes, the configuration (plugins.toml and "
+                   "OTEL_* variables), every endpoint (a real, empty export to each), the output directories and the "
+                   "spool, and say what the runtime will do; then print the effective settings, secrets masked. Exit "
+                   "status 1 when a check fails. Reads nothing it could hang on and writes nothing.")
 
     from . import spool as spool_cli
 
@@ -72,8 +88,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     cfg = sub.add_parser("config", help="configuration tools")
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
-    validate = cfg_sub.add_parser("validate", help="validate a plugins.toml")
-    validate.add_argument("file", type=Path)
+    validate = cfg_sub.add_parser("validate", help="validate a plugins.toml (default: the one hermes-otel would load)",
+                                  description="Validate a plugins.toml: every problem with its key, what was expected "
+                                  "and what was found. Without FILE, the file hermes-otel would load "
+                                  "(HERMES_OTEL_PLUGINS_TOML, else HERMES_NEMO_RELAY_PLUGINS_TOML, else "
+                                  "$HERMES_HOME/plugins.toml). Exit status 1 when the file would be ignored.")
+    validate.add_argument("file", type=Path, nargs="?", help="the file (default: the one hermes-otel would load)")
     cfg_sub.add_parser("keys", help="every configuration key: type, default, variable, meaning")
 
     args = parser.parse_args(argv)
@@ -93,7 +113,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return spool_cli.run(args)
     if args.config_command == "keys":
         return cmd_keys()
-    return cmd_validate(args.file)
+    return cmd_validate(args.file if args.file is not None else _file_to_validate())
 
 
 # -- view --------------------------------------------------------------------
@@ -128,7 +148,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         print(f"hermes-otel view: {shown_path} does not exist (no run has written telemetry there yet)",
               file=sys.stderr)
         return 1
-    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+    color = wants_color(args.color)
     width = args.width or shutil.get_terminal_size((120, 24)).columns
     if args.follow:
         return view.follow(path, width=width, color=color, ascii=args.ascii)
@@ -234,15 +254,19 @@ def _check_runtime(report: _Report, settings: config.Settings) -> None:
     if settings.relay_handoff:
         plan = _check_handoff(report, settings)
     checks: list[tuple[str, str, object, bool]] = []  # (label, consequence, probe call, a fault if it fails)
+    spooled: set[int] = set()  # the checks of OTLP endpoints: what they cannot take goes to the spool
     for signal, target in plan.otlp.items():
+        spooled.add(len(checks))
         checks.append((f"{signal} endpoint {masking.mask_url(target.endpoint)} ({target.protocol})",
                        f"{signal} will be dropped", _otlp_probe(signal, target), True))
     for endpoint in plan.relay_span_endpoints:
         target = endpoint.target
+        spooled.add(len(checks))
         checks.append((f"observability endpoint ({endpoint.type}) {masking.mask_url(target.endpoint)} "
                        f"({target.protocol})", "spans for it will be dropped", _otlp_probe("traces", target), True))
     for signal, targets in (("logs", plan.relay_log_targets), ("metrics", plan.relay_metric_targets)):
         for target in targets:
+            spooled.add(len(checks))
             checks.append((f"observability {signal} endpoint {masking.mask_url(target.endpoint)}",
                            f"{signal} for it will be dropped", _otlp_probe(signal, target), True))
     for sink in plan.atof_sinks:
@@ -260,7 +284,10 @@ def _check_runtime(report: _Report, settings: config.Settings) -> None:
                        lambda: probe.health_check(url), configured))
     with ThreadPoolExecutor(max_workers=8) as pool:  # all at once: a dead endpoint costs its timeout once
         answers = list(pool.map(lambda check: check[2](), checks))
-    for (label, consequence, _, required), answer in zip(checks, answers, strict=True):
+    waits = _spool_waits(settings)
+    for n, ((label, consequence, _, required), answer) in enumerate(zip(checks, answers, strict=True)):
+        if n in spooled and answer.kept and waits:  # the spool keeps what it cannot take: say so, not "dropped"
+            consequence = consequence.replace(" will be dropped", waits).replace(" for it ", " ")
         if answer.ok:
             report.ok(f"{label}: {answer.text}")
         elif not required:  # a guess at where a health_check might be: not finding one is news, not a fault
@@ -281,6 +308,18 @@ def _check_runtime(report: _Report, settings: config.Settings) -> None:
 
     for level, text in spool_cli.doctor_lines(plan):
         getattr(report, level)(text)
+
+
+def _spool_waits(settings: config.Settings) -> str:
+    """' wait in the spool … once it takes them' when the spool can keep what an endpoint cannot take, else ''."""
+    from ..exporters.private import problem
+    from .spool import _age, _size
+
+    directory = settings.spool_directory
+    if not settings.spool_enabled or problem(directory, ()):
+        return ""
+    return (f" wait in the spool {directory} ({_size(settings.spool_max_bytes)}, {_age(settings.spool_max_age_s)} "
+            "at most) and are re-sent once it takes them")
 
 
 def _health_check_url(settings: config.Settings) -> tuple[str, bool] | None:
@@ -359,13 +398,20 @@ def _check_prometheus(report: _Report, settings: config.Settings) -> None:
 def _check_enabled(report: _Report, home: Path, env) -> None:
     if env.get("HERMES_SAFE_MODE", "").strip().lower() in ("1", "true", "yes", "on"):
         report.fail("HERMES_SAFE_MODE is set: Hermes loads no plugins")
+    from ..config.files import MAX_CONFIG_BYTES, Unreadable, read_regular
+
     cfg_file = home / "config.yaml"
     try:
         import yaml
 
-        data = yaml.safe_load(cfg_file.read_text(encoding="utf-8")) or {} if cfg_file.exists() else {}
-    except Exception as exc:  # noqa: BLE001 - report, don't crash
+        # Hermes's own config: read like ours (regular files only, never blocking: a FIFO must not hang doctor).
+        text = read_regular(cfg_file, MAX_CONFIG_BYTES).decode("utf-8") if os.path.lexists(cfg_file) else ""
+        data = yaml.safe_load(text) or {}
+    except Unreadable as exc:
         report.fail(f"cannot read {cfg_file}: {exc}")
+        return
+    except Exception as exc:  # noqa: BLE001 - report, don't crash
+        report.fail(f"cannot read {cfg_file}: {masking.mask_text(str(exc))[:300]}")
         return
     plugins = data.get("plugins") if isinstance(data, dict) else None
     enabled = plugins.get("enabled") if isinstance(plugins, dict) else None
@@ -381,7 +427,17 @@ def _check_enabled(report: _Report, home: Path, env) -> None:
 # -- config validate -----------------------------------------------------------
 
 
-def cmd_validate(path: Path) -> int:
+def _file_to_validate() -> Path | None:
+    return config.find_config_file(os.environ)
+
+
+def cmd_validate(path: Path | None) -> int:
+    if path is None:
+        where = config.hermes_home(os.environ) / "plugins.toml"
+        print(masking.printable(f"hermes-otel config validate: no plugins.toml to validate (HERMES_OTEL_PLUGINS_TOML "
+                                f"and HERMES_NEMO_RELAY_PLUGINS_TOML are unset and {where} does not exist): "
+                                "hermes-otel runs on the environment and defaults"))
+        return 0
     values, problems = config.read_component(path)
     for problem in problems:
         label = "ignored" if problem.ignored else "error" if problem.fatal else "warning"

@@ -31,6 +31,13 @@ _GRPC_METHODS = {
 class Answer:
     ok: bool
     text: str  # what answered, for a human
+    kept: bool = False  # a failure the spool rides out: its re-sender tries again (nothing answered, a 5xx, 401 ...)
+
+
+# Answers the spool does not ride out: the batch itself is refused (the re-sender drops it), or the endpoint or its
+# credentials must change, and spooled batches are keyed by both (they would never be sent to the new one).
+_NOT_KEPT_HTTP = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
+_NOT_KEPT_GRPC = frozenset({"INVALID_ARGUMENT", "UNAUTHENTICATED", "PERMISSION_DENIED", "UNIMPLEMENTED"})
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -53,9 +60,9 @@ def _post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -
 def _unreachable(exc: BaseException) -> Answer:
     reason = getattr(exc, "reason", None) or exc
     if isinstance(reason, ssl.SSLError):
-        return Answer(False, f"TLS failed ({getattr(reason, 'reason', None) or reason})")
+        return Answer(False, f"TLS failed ({getattr(reason, 'reason', None) or reason})", kept=True)
     text = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
-    return Answer(False, f"not reachable ({mask_text(str(text))})")
+    return Answer(False, f"not reachable ({mask_text(str(text))})", kept=True)
 
 
 def otlp_http(url: str, headers: Mapping[str, str], timeout_s: float = TIMEOUT_S) -> Answer:
@@ -71,7 +78,7 @@ def otlp_http(url: str, headers: Mapping[str, str], timeout_s: float = TIMEOUT_S
         return Answer(False, f"{what} to an empty export: not an OTLP/HTTP receiver (it answers protobuf)")
     hint = {401: "the credentials were refused", 403: "the credentials were refused", 404: "nothing serves this path",
             405: "this path does not take POST", 415: "protobuf is not accepted here"}.get(status, "refused")
-    return Answer(False, f"{what} to an empty export: {hint}")
+    return Answer(False, f"{what} to an empty export: {hint}", kept=status not in _NOT_KEPT_HTTP)
 
 
 def otlp_grpc(endpoint: str, signal: str, headers: Mapping[str, str], timeout_s: float = TIMEOUT_S) -> Answer:
@@ -93,14 +100,15 @@ def otlp_grpc(endpoint: str, signal: str, headers: Mapping[str, str], timeout_s:
         code = exc.code() if callable(getattr(exc, "code", None)) else None
         details = mask_text(str(exc.details() if callable(getattr(exc, "details", None)) else exc))[:160]
         name = code.name if code is not None else "UNKNOWN"
+        kept = name not in _NOT_KEPT_GRPC
         if name == "UNIMPLEMENTED":
-            return Answer(False, f"a gRPC server without the OTLP {signal} service answered ({name})")
+            return Answer(False, f"a gRPC server without the OTLP {signal} service answered ({name})", kept=kept)
         lowered = details.lower()
         if name == "UNAVAILABLE" and ("http1" in lowered.replace(".", "") or "failed parsing http/2" in lowered):
             return Answer(False, "an HTTP/1 server answered, not gRPC (is this the OTLP/HTTP port, 4318?)")
         if name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
-            return Answer(False, f"not reachable over gRPC ({name}: {details})")
-        return Answer(False, f"the empty {signal} export was refused ({name}: {details})")
+            return Answer(False, f"not reachable over gRPC ({name}: {details})", kept=kept)
+        return Answer(False, f"the empty {signal} export was refused ({name}: {details})", kept=kept)
     finally:
         channel.close()
 

@@ -3,24 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .. import config
 from ..exporters.spool.resend import SendReport, send_all, targets_of
-from ..exporters.spool.store import SIGNALS, Entry, Spool, open_spool
+from ..exporters.spool.store import SIGNALS, Entry, NotABatch, Spool, Stray, open_spool
 from ..redaction import masking
 
 
 def add_parser(sub: Any) -> None:
-    spool = sub.add_parser("spool", help="telemetry waiting to be re-sent: status (the default), send, drop")
+    spool = sub.add_parser("spool", help="telemetry waiting to be re-sent: status (the default), send, drop",
+                           description="The spool: what an OTLP endpoint could not take, kept on disk "
+                           "($HERMES_HOME/otel/spool) and re-sent in the background by the next hermes process.")
     commands = spool.add_subparsers(dest="spool_command")
-    commands.add_parser("status", help="batches, bytes and the oldest age per signal, and where they go")
-    commands.add_parser("send", help="send every spooled batch now (to the endpoints configured now)")
-    drop = commands.add_parser("drop", help="delete every spooled batch (asks first)")
+    commands.add_parser("status", help="batches, bytes and the oldest age per signal, and where they go",
+                        description="Per signal: the batches, bytes and oldest age waiting in the spool; which "
+                        "endpoint they wait for (or that it is not configured now), and anything in the spool that "
+                        "is not a batch.")
+    commands.add_parser("send", help="send every spooled batch now (to the endpoints configured now)",
+                        description="Send every spooled batch now, oldest first and unpaced, each to the endpoint it "
+                        "was spooled for, with the same headers (a changed tenant key never gets another's batches), "
+                        "with progress. An endpoint that fails is "
+                        "skipped for the rest of the run. Exit status 1 when something was kept or skipped; Ctrl-C "
+                        "stops it (exit status 130) and what was not sent stays spooled.")
+    drop = commands.add_parser("drop", help="delete every spooled batch (asks first)",
+                               description="Delete every spooled batch, and anything in the spool that is not a "
+                               "batch, after asking (--yes does not ask). They were never delivered.")
     drop.add_argument("-y", "--yes", action="store_true", help="do not ask")
 
 
@@ -38,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def status_lines(spool: Spool, settings: config.Settings) -> list[str]:
-    entries = spool.entries()
+    entries, strays = spool.scan()
     state = "on" if settings.spool_enabled else "off (spool = false: undeliverable telemetry is dropped)"
     lines = [f"spool {spool.directory}: {state}; caps {_size(settings.spool_max_bytes)}, "
              f"{_age(settings.spool_max_age_s)}",
@@ -49,6 +63,7 @@ def status_lines(spool: Spool, settings: config.Settings) -> list[str]:
         oldest = _age(now - min(e.mtime for e in mine)) if mine else "-"
         lines.append(f"  {signal:<8} {len(mine):>8} {_size(sum(e.size for e in mine)):>10}  {oldest}")
     lines += _destinations(entries, settings)
+    lines += [f"  {stray.text()}" for stray in strays]
     return lines
 
 
@@ -70,12 +85,18 @@ def _destinations(entries: list[Entry], settings: config.Settings) -> list[str]:
     return lines
 
 
+def _strays(strays: list[Stray]) -> None:
+    for stray in strays:
+        print(masking.printable(f"hermes-otel spool: {stray.text()}"), file=sys.stderr)
+
+
 def _send(spool: Spool, settings: config.Settings) -> int:
     targets = targets_of(settings)
-    entries = spool.entries()
+    entries, strays = spool.scan()
     if not entries:
+        _strays(strays)
         print("hermes-otel spool: nothing to send")
-        return 0
+        return 1 if strays else 0
     print(f"sending {len(entries)} spooled batch{'es' if len(entries) != 1 else ''} "
           f"({_size(sum(e.size for e in entries))})...")
     last = [0.0]
@@ -87,12 +108,17 @@ def _send(spool: Spool, settings: config.Settings) -> int:
             print(f"  {done}/{total}: sent {report.sent} ({report.items} items)", flush=True)
 
     report = send_all(spool, targets, progress)
+    _strays(report.strays)
     for endpoint, detail in report.problems.items():
         print(masking.printable(f"hermes-otel spool: {masking.mask_url(endpoint)}: {masking.mask_text(detail)}"),
               file=sys.stderr)
-    kept = report.failed + report.busy + report.no_target
+    kept = report.failed + report.busy + report.no_target + len(report.strays)
     parts = [f"sent {report.sent} batch{'es' if report.sent != 1 else ''} ({report.items} spans, log records and "
              "metric points)"]
+    if report.bad_lines:
+        parts.append(f"{report.bad_lines} unreadable line{'s' if report.bad_lines != 1 else ''} skipped")
+    if report.strays:
+        parts.append(f"{len(report.strays)} skipped: not a batch")
     if report.failed:
         parts.append(f"{report.failed} kept: their endpoint did not take them now")
     if report.busy:
@@ -106,11 +132,17 @@ def _send(spool: Spool, settings: config.Settings) -> int:
 
 
 def _drop(spool: Spool, yes: bool, ask: Callable[[str], str] = input) -> int:
-    entries = spool.entries()
-    if not entries:
+    entries, strays = spool.scan()
+    refused = [s for s in strays if not s.removable]
+    strays = [s for s in strays if s.removable]
+    _strays(refused)  # a folder we do not read is not emptied either
+    if not entries and not strays:
         print("hermes-otel spool: nothing to drop")
-        return 0
+        return 1 if refused else 0
     what = f"{len(entries)} spooled batch{'es' if len(entries) != 1 else ''} ({_size(sum(e.size for e in entries))})"
+    if strays:
+        many = len(strays) != 1
+        what += f" and {len(strays)} entr{'ies' if many else 'y'} that {'are' if many else 'is'} not a batch"
     if not yes:
         try:
             answer = ask(f"Delete {what} for good? They were never delivered. [y/N] ")
@@ -121,15 +153,32 @@ def _drop(spool: Spool, yes: bool, ask: Callable[[str], str] = input) -> int:
             return 1
     dropped = busy = 0
     for entry in entries:
-        with spool.claim(entry) as fd:
-            if fd is None:
-                busy += 1
-                continue
-            spool.remove(entry)
-            dropped += 1
-    print(f"hermes-otel spool: deleted {dropped} batch{'es' if dropped != 1 else ''}"
+        try:
+            with spool.claim(entry) as fd:
+                if fd is None:
+                    busy += 1
+                    continue
+                spool.remove(entry)
+                dropped += 1
+        except NotABatch as exc:  # became something else since the listing: removed by name, never opened
+            strays.append(Stray(entry.path, str(exc)))
+    removed = sum(_unlink(stray.path) for stray in strays)
+    done = [f"{dropped} batch{'es' if dropped != 1 else ''}"] if dropped or not removed else []
+    if removed:
+        done.append(f"{removed} entr{'ies' if removed != 1 else 'y'} that {'were' if removed != 1 else 'was'} "
+                    "not a batch")
+    print("hermes-otel spool: deleted " + " and ".join(done)
           + (f"; {busy} were being sent by another process" if busy else ""))
     return 0
+
+
+def _unlink(path: Path) -> bool:
+    """Remove a name (a link itself, never its target)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
 
 
 def doctor_lines(settings: config.Settings) -> list[tuple[str, str]]:
@@ -137,7 +186,7 @@ def doctor_lines(settings: config.Settings) -> list[tuple[str, str]]:
     from ..exporters.private import problem
 
     spool = open_spool(settings.spool_directory, settings.spool_max_bytes, settings.spool_max_age_s)
-    entries = spool.entries()
+    entries, strays = spool.scan()
     waiting = ""
     if entries:
         by_signal = Counter(e.signal for e in entries)
@@ -170,6 +219,7 @@ def doctor_lines(settings: config.Settings) -> list[tuple[str, str]]:
     if orphans and targets:
         lines.append(("warn", f"{orphans} spooled batch{'es' if orphans != 1 else ''} for an endpoint not "
                               "configured now: kept until spool_max_age (`hermes-otel spool drop` deletes them)"))
+    lines += [("warn", f"spool: {stray.text()}") for stray in strays]
     return lines
 
 

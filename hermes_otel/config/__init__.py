@@ -25,9 +25,9 @@ from typing import Any
 
 from ..redaction.masking import mask_url, remember_url
 from .env import from_env
-from .files import MAX_CONFIG_BYTES, Unreadable, read_regular, size_text
+from .files import MAX_CONFIG_BYTES, TRUSTED, Unreadable, Untrusted, read_regular, size_text
 from .headers import parse_pairs, resolve
-from .problems import Problem, check, describe, shown
+from .problems import Problem, check, describe, shown, unknown_key
 from .relay import FileSinkConfig, RelayEndpoint, StreamSinkConfig
 from .relay import validate as validate_observability
 from .schema import (
@@ -195,8 +195,10 @@ def read_component(path: Path, env: Mapping[str, str] | None = None) -> tuple[di
     if src == os.devnull:  # "no file", explicitly
         return {}, []
     try:
-        text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
+        text = read_regular(path, MAX_CONFIG_BYTES, trusted=True).decode("utf-8")
         doc = tomllib.loads(text)
+    except Untrusted as exc:
+        return {}, [Problem(src, "", TRUSTED, f"it {exc}")]
     except Unreadable as exc:
         return {}, [Problem(src, "", f"a readable TOML file (a regular file of at most {size_text(MAX_CONFIG_BYTES)})",
                             str(exc))]
@@ -313,7 +315,7 @@ def _validate_ours(comp: dict, where: str, src: str, problems: list[Problem], re
             problems.append(Problem(src, path, "a table", describe(value)))
             continue
         if spec is None:
-            report(path, f"a documented key ({KEYS_HINT})", "an unknown key", "unknown_field")
+            report(path, f"a documented key ({KEYS_HINT})", unknown_key(key, FIELDS_BY_KEY), "unknown_field")
             continue
         error = check(spec, value)
         if error is not None:

@@ -22,8 +22,27 @@ class Unreadable(Exception):
     """Why a file was not read, in words fit for a problem report (never its content)."""
 
 
-def read_regular(path: Path, cap: int) -> bytes:
-    """The bytes of a regular file of at most `cap` bytes, else :class:`Unreadable`."""
+class Untrusted(Unreadable):
+    """A file someone else could have written: a configuration that may name where secrets go."""
+
+
+TRUSTED = "a file only this user can change (owned by this user, not writable by others)"
+
+
+def untrusted(st: os.stat_result) -> str | None:
+    """None when only this user can change the file, else why not."""
+    geteuid = getattr(os, "geteuid", None)
+    uid = geteuid() if geteuid else None
+    if uid is not None and st.st_uid != uid:
+        return f"owned by uid {st.st_uid}, not by this user (uid {uid})"
+    if st.st_mode & stat.S_IWOTH:
+        return f"writable by others (mode {st.st_mode & 0o777:o})"
+    return None
+
+
+def read_regular(path: Path, cap: int, *, trusted: bool = False) -> bytes:
+    """The bytes of a regular file of at most `cap` bytes, else :class:`Unreadable`; with `trusted`, only a file
+    no other user can change (:class:`Untrusted`): a configuration decides where credentials are sent."""
     try:
         fd = os.open(path, _FLAGS)  # O_NONBLOCK: opening a FIFO does not wait for a writer
     except FileNotFoundError:
@@ -33,8 +52,10 @@ def read_regular(path: Path, cap: int) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-            raise Unreadable(f"{kind}, not a regular file")
+            raise Unreadable(not_regular(st.st_mode))
+        why = untrusted(st) if trusted else None
+        if why:
+            raise Untrusted(why)
         if st.st_size > cap:
             raise Unreadable(f"{st.st_size} bytes, more than the {size_text(cap)} allowed")
         chunks, size = [], 0
@@ -51,6 +72,14 @@ def read_regular(path: Path, cap: int) -> bytes:
         raise Unreadable(_reason(exc)) from None
     finally:
         os.close(fd)
+
+
+def not_regular(mode: int) -> str:
+    """What a file that is not a regular one is, in words: "a FIFO, not a regular file"."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link, not followed"
+    kind = next((name for test, name in _KINDS if test(mode)), None)
+    return f"{kind}, not a regular file" if kind else "not a regular file"
 
 
 def _reason(exc: OSError) -> str:

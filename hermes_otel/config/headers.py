@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..redaction.masking import printable, remember
-from .files import MAX_HEADER_FILE_BYTES, Unreadable, read_regular, size_text
+from .files import MAX_HEADER_FILE_BYTES, TRUSTED, Unreadable, Untrusted, read_regular, size_text
 from .problems import Problem
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 field name
@@ -85,8 +85,11 @@ def resolve(
         accept("header_env", name, found, f"{printable(var)} holding ")
     for name, path in header_file.items():
         try:
-            data = read_regular(Path(path).expanduser(), MAX_HEADER_FILE_BYTES)
+            data = read_regular(Path(path).expanduser(), MAX_HEADER_FILE_BYTES, trusted=True)
             text = data.decode("utf-8")
+        except Untrusted as exc:
+            problems.append(Problem(source, key("header_file", name), TRUSTED, f"{printable(path)} {exc}", fatal=False))
+            continue
         except Unreadable as exc:
             problems.append(Problem(source, key("header_file", name), "a readable regular file of at most "
                                     f"{size_text(MAX_HEADER_FILE_BYTES)}", f"{printable(path)}: {exc}", fatal=False))
@@ -116,9 +119,12 @@ def parse_pairs(raw: str, source: str, *, lower: bool, secret: bool) -> tuple[di
             problems.append(Problem(source, "", "comma-separated key=value pairs",
                                     f"item {n} without '=' {NOT_SHOWN if secret else ''}".rstrip(), fatal=False))
             continue
-        key, value = item.split("=", 1)
+        key, raw = item.split("=", 1)
         name = urllib.parse.unquote(key.strip())
-        value = clean(urllib.parse.unquote(value))
+        value = clean(urllib.parse.unquote(raw))
+        if secret:  # refused or not: the SDK re-reads the variable and may quote it
+            remember(raw.strip())
+            remember(value)
         if not name:
             problems.append(Problem(source, "", "comma-separated key=value pairs", f"item {n} without a key",
                                     fatal=False))
@@ -134,8 +140,6 @@ def parse_pairs(raw: str, source: str, *, lower: bool, secret: bool) -> tuple[di
             problems.append(Problem(source, printable(name), f"{what} value without control characters", bad,
                                     fatal=False))
             continue
-        if secret:
-            remember(value)
         pairs[name.lower() if lower else name] = value
     return pairs, problems
 

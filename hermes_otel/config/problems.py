@@ -8,11 +8,20 @@ every text passes the same masking as our log lines.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..redaction.masking import mask_text, printable
 from .schema import Field
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """'an unknown key', with the nearest known key when one is close (`protocl` -> `protocol`)."""
+    import difflib
+
+    near = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
+    return f"an unknown key (did you mean {printable(near[0])}?)" if near else "an unknown key"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .headers import resolve
-from .problems import Problem, check, describe
+from .problems import Problem, check, describe, unknown_key
 from .schema import MAX_ITEMS, MAX_MILLIS, Field
 from .targets import OTLPTarget, signal_url, url_problem
 
@@ -147,7 +147,7 @@ def check_table(table: dict, fields: tuple[Field, ...], path: str, src: str, pro
     for key, value in table.items():
         spec = specs.get(key)
         if spec is None:
-            report(f"{path}.{key}", "one of " + ", ".join(specs), "an unknown key", "unknown_field")
+            report(f"{path}.{key}", "one of " + ", ".join(specs), unknown_key(key, specs), "unknown_field")
             continue
         error = check(spec, value)
         if error is not None:

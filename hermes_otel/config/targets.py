@@ -36,8 +36,10 @@ def url_problem(url: str) -> str | None:
     expected = "an http:// or https:// URL with a host (and a port from 1 to 65535)"
     try:
         parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+        port = parts.port  # raises ValueError for a port out of range or not a number
     except ValueError:
+        return expected
+    if port == 0:  # "any free port" makes sense to a server, not to an exporter
         return expected
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return expected

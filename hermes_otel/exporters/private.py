@@ -65,10 +65,14 @@ def ensure_dir(directory: Path, hint: str = FILES_HINT) -> None:
         os.chmod(directory, stat.S_IMODE(st.st_mode) & DIR_MODE)
 
 
-def open_file(path: Path, flags: int) -> tuple[int, os.stat_result]:
-    """Open (creating, 0600) a file of ours in a directory of ours; never through a symbolic link."""
+def open_file(path: Path, flags: int, siblings: tuple[str, ...] = ()) -> tuple[int, os.stat_result]:
+    """Open (creating, 0600) a file of ours in a directory of ours; never through a symbolic link. A planted
+    `siblings` file (one another user owns, a link) refuses the whole directory: no file of ours is written there."""
     path = Path(path)
     ensure_dir(path.parent)
+    why = _names_problem(path.parent, tuple(name for name in siblings if name != path.name))
+    if why:
+        raise _refuse(path.parent, why)
     try:  # checked before the open too: O_TRUNC must not touch someone else's file
         before = os.lstat(path)
     except FileNotFoundError:
@@ -121,6 +125,11 @@ def problem(directory: Path, names: tuple[str, ...] = ()) -> str | None:
         return "is " + owner
     if not os.access(directory, os.W_OK | os.X_OK):
         return "is not writable"
+    return _names_problem(directory, names)
+
+
+def _names_problem(directory: Path, names: tuple[str, ...]) -> str | None:
+    """What is wrong with the files `names` in `directory` (a link, not a regular file, another user's)."""
     for name in names:
         try:
             fst = os.lstat(directory / name)

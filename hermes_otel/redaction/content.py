@@ -6,7 +6,9 @@ redacted by key name (api_key, authorization, token, secret, password, ...)
 and by value pattern (bearer tokens, JWTs, `sk-...`, AWS access and secret
 keys, GitHub, GitLab, Hugging Face, Slack and Google tokens, PEM and PGP
 private key blocks, `user:password@` and token users in URLs, `name=value`
-and `name: value` for credential names) in every capture mode.
+and `name: value` for credential names, webhook URLs, cookies, any Authorization
+scheme; docs/privacy.md lists them) in every capture mode, then by Hermes's own
+redactor (`agent/redact.py`) where Hermes is installed: never weaker than Hermes.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ MODES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
 _SECRET_KEY = re.compile(
     r"(api[_-]?key|apikey|authorization|auth[_-]?token|access[_-]?token|refresh[_-]?token|id[_-]?token|"
     r"bearer|token|secret|passw(or)?d|passwd|pwd|cookie|set-cookie|credential|private[_-]?key|"
-    r"access[_-]?key|session[_-]?key|client[_-]?secret|signature)",
+    r"access[_-]?key|session[_-]?key|client[_-]?secret|signature|passphrase|account[_-]?key|^auth$|^sig$|"
+    r"(?:^|[_-])pass$)",
     re.IGNORECASE,
 )
 # Keys that contain a secret-looking word but are not secrets (token counts, ...).
@@ -34,10 +37,18 @@ _NOT_SECRET_KEY = re.compile(r"(tokens?_?(count|used|usage)|_tokens$|^tokens$|ma
 _B = r"(?:(?<=\\[nrt])|(?<![A-Za-z0-9_]))"
 # Words that name a credential in free text (`password: x`, `access_token=...`, `"client_secret": "..."`).
 # Only the word itself is matched (`access_token=` matches at `token=`): what precedes it stays as it is.
-_SECRET_WORD = r"(?:api[_-]?key|apikey|token|secret|passw(?:or)?d|credentials?|private[_-]?key|access[_-]?key)"
+# `pass` alone only after a non-letter (`DB_PASS=`, not `bypass=`).
+_SECRET_WORD = (r"(?:api[_-]?key|apikey|token|secret|passw(?:or)?d|credentials?|private[_-]?key|access[_-]?key|"
+                r"account[_-]?key|signature|passphrase|(?<![a-z])pass)")
 
-_CREDENTIAL_WORDS = ("apikey", "api_key", "api-key", "token", "secret", "passw", "credential", "private_key",
-                     "private-key", "privatekey", "access_key", "access-key", "accesskey")
+_CREDENTIAL_WORDS = ("apikey", "api_key", "api-key", "token", "secret", "pass", "credential", "private_key",
+                     "private-key", "privatekey", "access_key", "access-key", "accesskey", "accountkey",
+                     "account_key", "signature")
+# Authorization schemes besides Bearer and Basic (a bare value of 16 characters or more counts too).
+_AUTH_SCHEMES = (r"token|api-?key|key|digest|negotiate|ntlm|oauth|hoba|mutual|scram-sha-1|scram-sha-256|vapid|"
+                 r"aws4-hmac-sha256|dpop|ssws|splunk|gitlab|sso-key")
+# The end of a value in text: blanks, quotes, separators, or an escaped quote or newline of JSON text.
+_VALUE = r"[^\s\"'&,;\\]+"
 
 # (needles, pattern, replacement): a pattern runs only when one of its needles is in the text (in lower case for
 # the case-insensitive ones), so ordinary text costs a few substring checks, not a dozen regex scans.
@@ -60,8 +71,40 @@ _VALUE_PATTERNS: tuple[tuple[tuple[str, ...], bool, re.Pattern[str], Any], ...] 
     (("xox",), False, re.compile(_B + r"xox[abprse]-[A-Za-z0-9-]{10,}"), REDACTED),  # Slack
     (("AIza",), False, re.compile(_B + r"AIza[0-9A-Za-z_-]{35}"), REDACTED),  # Google API key
     (("k_live_", "k_test_"), False, re.compile(_B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"), REDACTED),  # Stripe
-    # user:password@ in a URL; a long user alone (`https://<token>@host`) is a token too.
-    (("@",), False, re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]+):([^@\s/]+)@"), r"\1\2:" + REDACTED + "@"),
+    (("whsec_",), False, re.compile(_B + r"whsec_[A-Za-z0-9+/=]{16,}"), REDACTED),  # Stripe webhook signing secret
+    (("SG.",), False, re.compile(_B + r"SG\.[A-Za-z0-9_-]{16,}(?:\.[A-Za-z0-9_-]{16,})?"), REDACTED),  # SendGrid
+    (("npm_",), False, re.compile(_B + r"npm_[A-Za-z0-9]{30,}"), REDACTED),  # npm access token
+    (("pypi-",), False, re.compile(_B + r"pypi-[A-Za-z0-9_-]{16,}"), REDACTED),  # PyPI API token
+    # Telegram bot token: `<bot id>:A<34 characters>`, often in a `/bot<token>/` URL (`:A` is a cheap gate).
+    ((":A",), False, re.compile(r"(?<![0-9])\d{8,10}:A[A-Za-z0-9_-]{33,}"), REDACTED),
+    # Webhook URLs: the path after the fixed prefix is the credential.
+    (("hooks.slack.com",), True, re.compile(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)[\w/-]+"),
+     r"\1" + REDACTED),
+    (("/api/webhooks/",), True, re.compile(r"(?i)(discord(?:app)?\.com/api/webhooks/\d+/)[\w-]+"), r"\1" + REDACTED),
+    # A shared access signature's `sig=` query parameter (Azure SAS).
+    (("sig=",), True, re.compile(r"(?i)([?&;]sig=)" + _VALUE), r"\1" + REDACTED),
+    # Authorization with any scheme (`Token`, `ApiKey`, `Digest` ...); a Digest's parameters to the end of the line.
+    (("authorization",), True,
+     re.compile(r"(?i)(authorization(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?)(digest\s+)(?:[^\r\n\\]|\\(?![nrt]))+"),
+     r"\1\2" + REDACTED),
+    (("authorization",), True,
+     re.compile(r"(?i)(authorization(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?)(?:((?:" + _AUTH_SCHEMES + r")\s+)"
+                r"(?!<redacted>)" + _VALUE + r"|[A-Za-z0-9._~+/=-]{16,})"),
+     r"\1\2" + REDACTED),
+    # A cookie header's whole value (every cookie of a session is a credential).
+    (("cookie",), True, re.compile(r"(?i)" + _B + r"((?:set-)?cookie\s*:\s*)(?:[^\r\n\"'\\]|\\(?![nrt\"']))+"),
+     r"\1" + REDACTED),
+    # Docker's config.json: `"auth": "<base64 user:password>"`.
+    (("auth",), True, re.compile(r"(?i)((?:\\*[\"'])auth(?:\\*[\"'])\s*:\s*(?:\\*[\"']))(?!<redacted>)([^\"'\\]+)"),
+     r"\1" + REDACTED),
+    # A command line's `--password X` / `--token=X`.
+    (("--",), False,
+     re.compile(r"(?i)(?<![\w-])(--?(?:password|passwd|pass|passphrase|token|secret|api-key|apikey)(?:\s+|=))"
+                r"(?!<redacted>)(?!-)" + _VALUE), r"\1" + REDACTED),
+    # user:password@ in a URL (the user may be empty, the password may hold a `/`); a long user alone
+    # (`https://<token>@host`) is a token too.
+    (("@",), False, re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]*):([^@\s/?#]+(?:/[^@\s/?#]+)*)@"
+                               r"(?=[\w.\[\]-]+(?:[:/?#\s\"'\\]|$))"), r"\1\2:" + REDACTED + "@"),
     (("@",), False, re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[A-Za-z0-9._~-]{16,}@"), r"\1" + REDACTED + "@"),
     # name=value, name: value, "name": "value" where the name is a credential's (access_token, client_secret, ...);
     # quotes may be escaped (JSON text inside JSON). The lookahead is a cheap first-letter filter.
@@ -87,8 +130,39 @@ def is_secret_key(key: Any) -> bool:
     return bool(_SECRET_KEY.search(key)) and not _NOT_SECRET_KEY.search(key)
 
 
-def redact_text(text: str, cap: int | None = None) -> str:
-    """Value-pattern redaction, then a size cap that says how much was cut."""
+_hermes_redactor: Any = None  # Hermes's own `agent.redact.redact_sensitive_text`; False where there is none
+# Our marker as Hermes's redactor sees it: long enough that Hermes masks it as `<redac...000>` (head and tail kept)
+# when it sits where Hermes masks a value (`Authorization: Token <redacted>`), so it comes back as ours.
+_MARK = "<redacted-000000000>"
+_MARK_MASKED = "<redac...000>"
+
+
+def _hermes_redact(text: str) -> str:
+    """Hermes's redactor (kept current by Hermes for its own logs, applied as Hermes applies it there) after ours,
+    so we are never weaker than Hermes. Imported on first use (the `agent` package is light); anything it does
+    wrong leaves our result as it is."""
+    global _hermes_redactor
+    if _hermes_redactor is None:
+        try:
+            from agent.redact import redact_sensitive_text
+
+            _hermes_redactor = redact_sensitive_text
+        except Exception:  # noqa: BLE001 - not Hermes, or another Hermes: ours alone
+            _hermes_redactor = False
+    if not _hermes_redactor:
+        return text
+    try:
+        redacted = _hermes_redactor(text.replace(REDACTED, _MARK), force=True)
+    except Exception:  # noqa: BLE001 - fail-open: ours already ran
+        return text
+    if not isinstance(redacted, str):
+        return text
+    return redacted.replace(_MARK, REDACTED).replace(_MARK_MASKED, REDACTED)
+
+
+def redact_text(text: str, cap: int | None = None, *, hermes: bool = True) -> str:
+    """Value-pattern redaction (ours, then Hermes's unless `hermes` is false: Hermes's own log formatter applies it
+    to log lines already), then a size cap that says how much was cut."""
     if cap is not None and len(text) > cap * 4:
         text = text[: cap * 4]  # bound the regex work on huge inputs first
     lower = text.lower()
@@ -98,6 +172,8 @@ def redact_text(text: str, cap: int | None = None) -> str:
             text = pattern.sub(replacement, text)
     if _LONG_RUN.search(text):
         text = _AWS_SECRET.sub(_aws_secret, text)
+    if hermes:
+        text = _hermes_redact(text)
     if cap is not None and len(text) > cap:
         text = f"{text[:cap]}…[truncated]"
     return text

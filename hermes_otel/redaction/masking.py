@@ -97,7 +97,7 @@ def mask_text(text: str) -> str:
     for secret in known:
         if secret in text:
             text = text.replace(secret, MASK)
-    text = redact_text(text)
+    text = redact_text(text, hermes=False)  # Hermes's formatter redacts its log lines itself
     return _USERINFO.sub(r"\1:" + MASK + "@", text)
 
 
@@ -123,7 +123,7 @@ def mask_url(url: str) -> str:
 
 
 def _looks_like_token(user: str) -> bool:
-    return len(user) >= 16 or redact_text(user) != user
+    return len(user) >= 16 or redact_text(user, hermes=False) != user
 
 
 # Loggers the OTLP exporters (HTTP and gRPC) report retries and failures on.
@@ -155,7 +155,11 @@ LOGGERS = (
     "opentelemetry.sdk.resources",
     "urllib3.connectionpool",
     "urllib3.util.retry",  # the ATOF stream sink's retries log the URL
+    "opentelemetry.util.re",  # the SDK's OTEL_*_HEADERS parser quotes a header it cannot parse, value and all
 )
+# Loggers whose arguments are header items: never shown, whatever they hold (a value refused for its
+# characters is not a remembered secret).
+_HEADER_LOGGERS = frozenset({"opentelemetry.util.re"})
 
 
 class MaskingFilter(logging.Filter):
@@ -163,7 +167,10 @@ class MaskingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            message = record.getMessage()
+            if record.name in _HEADER_LOGGERS:  # the template alone: its arguments are header items
+                message = str(record.msg).replace("%s", "(header not shown)").replace("%r", "(header not shown)")
+            else:
+                message = record.getMessage()
             if record.exc_info and record.exc_info[0] is not None:
                 message += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
                 record.exc_info, record.exc_text = None, None
@@ -203,7 +210,7 @@ def masked(settings: Any) -> dict[str, Any]:
         "sampler": f"{settings.sampler_name} ({settings.sampler_arg:g})",
         "file": {"directory": str(settings.file_directory), "signals": sorted(settings.file_signals)},
         "otlp": {},
-        "metrics_exporter": settings.metrics_exporter if settings.metrics_enabled else "none",
+        "metrics_exporter": _metrics_destination(settings),
     }
     if settings.metrics_enabled and settings.metrics_exporter == "prometheus":
         data["prometheus"] = f"http://{settings.prometheus_host}:{settings.prometheus_port}/metrics"
@@ -222,6 +229,17 @@ def masked(settings: Any) -> dict[str, Any]:
         if targets:
             data[name] = [mask_url(t.endpoint) for t in targets]
     return data
+
+
+def _metrics_destination(settings: Any) -> str:
+    """Where metrics really go: `otlp` (push) means an OTLP endpoint, files, both, or nothing."""
+    if not settings.metrics_enabled:
+        return "none"
+    if settings.metrics_exporter != "otlp":
+        return str(settings.metrics_exporter)
+    places = [name for name, used in (("otlp", "metrics" in settings.otlp),
+                                      ("files", "metrics" in settings.file_signals)) if used]
+    return " and ".join(places) or "none"
 
 
 def _target(target: Any) -> dict[str, Any]:

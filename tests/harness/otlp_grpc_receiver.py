@@ -28,6 +28,7 @@ class OTLPGrpcReceiver(
         self._spans: list[RecvSpan] = []
         self.log_requests = 0
         self.metric_requests = 0
+        self.metadata: list[dict[str, str]] = []  # each request's headers
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self._server)
         logs_service_pb2_grpc.add_LogsServiceServicer_to_server(self, self._server)
@@ -52,6 +53,7 @@ class OTLPGrpcReceiver(
                 self.refused += 1
             context.abort(self.answer, f"refused with {self.answer.name}")
         with self._lock:
+            self.metadata.append({k: v for k, v in context.invocation_metadata() if isinstance(v, str)})
             if isinstance(request, trace_service_pb2.ExportTraceServiceRequest):
                 self._spans.extend(_decode_spans(request))
                 return trace_service_pb2.ExportTraceServiceResponse()

@@ -138,7 +138,8 @@ def test_config_validate_and_doctor(home, tmp_path):
     dead = hermes_otel_cli("doctor", env={**env, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
     assert dead.returncode == 1
     assert ("FAIL  traces endpoint http://127.0.0.1:9/v1/traces (http/protobuf): not reachable (Connection refused): "
-            "traces will be dropped") in dead.stdout
+            f"traces wait in the spool {home_dir / 'otel' / 'spool'} (100.0 MiB, 7 days at most) and are re-sent once "
+            "it takes them") in dead.stdout
 
 
 def test_disable_then_enable_says_what_it_did(home):

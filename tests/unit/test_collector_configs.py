@@ -146,3 +146,24 @@ def test_compose_mounts_exist_and_prometheus_scrapes_the_collector():
     provisioning = yaml.safe_load((ROOT / "grafana/provisioning/dashboards/dashboards.yaml").read_text())
     mounts = dict(v.split(":")[:2][::-1] for v in compose["services"]["grafana"]["volumes"])
     assert provisioning["providers"][0]["options"]["path"] in mounts
+
+
+# -- issue 27, item 14: the replay command runs beside the documented single-node Collector -------------------------
+
+_LISTEN = re.compile(r"\$\{env:(OTELCOL_[A-Z_]+):-(?:[^}]*:)?(\d+)\}")
+
+
+def _default_ports(name: str) -> dict[str, int]:
+    """The ports a shipped config listens on when none of its variables is set (its own OTELCOL_* defaults)."""
+    return {var: int(port) for var, port in _LISTEN.findall((COLLECTOR / name).read_text())}
+
+
+def test_the_replay_command_of_its_comment_listens_on_no_port_of_the_single_node_collector():
+    comment = [line[2:] for line in (COLLECTOR / "replay-files.yaml").read_text().splitlines() if line.startswith("#")]
+    (command,) = [line.strip() for line in comment if "otelcol-hermes" in line]
+    assert "OTELCOL_" not in command  # as a user copies it: the defaults must not collide
+    replay, single = _default_ports("replay-files.yaml"), _default_ports("single-node.yaml")
+    assert set(replay) == {"OTELCOL_HEALTH", "OTELCOL_TELEMETRY_PORT"}
+    assert not set(replay.values()) & set(single.values()), (replay, single)
+    text = " ".join(comment)
+    assert "It keeps tailing the files" in text and "Ctrl-C" in text

@@ -141,7 +141,7 @@ def test_unknown_fields_follow_policy(tmp_path, policy, fatal, reported):
     )
     result = load_settings({}, path)
     expected = [Problem(str(path), "components[0].config.sevice_nmae", "a documented key (see `hermes-otel config keys`)",
-                        "an unknown key", fatal, ignored=not reported)]
+                        "an unknown key (did you mean service_name?)", fatal, ignored=not reported)]
     assert list(result.problems) == expected  # `ignore` still lists it (for `config validate`), marked ignored
     assert (result.message() is None) == (not reported)  # ... but it is not logged
     assert result.settings.service_name == ("hermes-agent" if fatal else "svc")

@@ -149,10 +149,11 @@ def test_relay_endpoints_and_atof_stream_urls_are_probed(home, monkeypatch, caps
         assert [body for _, body in sink.requests] == [b"[]"]  # an empty batch
     assert code == 1
     refused = "not reachable (Connection refused)"
+    waits = f"wait in the spool {home / 'otel' / 'spool'} (100.0 MiB, 7 days at most) and are re-sent once it takes them"
     assert [line for line in lines if "observability" in line or "ATOF" in line] == [
         f"ok    observability endpoint (gen_ai) {endpoint}/v1/traces (http/protobuf): {HTTP_OK}",
-        f"FAIL  observability endpoint (full) {dead}/v1/traces (http/protobuf): {refused}: spans for it will be dropped",
-        f"FAIL  observability logs endpoint {dead}/v1/logs: {refused}: logs for it will be dropped",
+        f"FAIL  observability endpoint (full) {dead}/v1/traces (http/protobuf): {refused}: spans {waits}",
+        f"FAIL  observability logs endpoint {dead}/v1/logs: {refused}: logs {waits}",
         f"ok    ATOF stream sink 'stream' {sink.url} (http_post): accepted an empty batch: HTTP 200 (no content type)",
         f"FAIL  ATOF stream sink 'gone' {dead}/atof (ndjson): {refused}: its events will be dropped",
     ]
@@ -223,3 +224,93 @@ def test_control_characters_from_configuration_are_shown_escaped(home, capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "components[0].config.\\x1b]0;pwned\\x07\\x1b[2J: expected a documented key" in out
+
+
+# -- issue 27, item 11: the CLI reads what it needs from Hermes without side effects -----------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run_cli(args: list[str], env: dict[str, str], timeout: float = 60):
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "hermes_otel.cli.main", *args], env=env, cwd=env["HOME"],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args", [["--version"], ["doctor"], ["spool"], ["spool", "send"], ["config", "keys"],
+                                  ["view"], ["cost"]])
+@pytest.mark.parametrize("hermes_home", ["unset", "mistyped"])
+def test_no_subcommand_creates_a_hermes_home(tmp_path, args, hermes_home):
+    """Importing Hermes's agent modules creates a whole ~/.hermes skeleton (SOUL.md, skills/, sessions/ ...)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OTEL_"))}
+    env.update(HOME=str(tmp_path / "user"), PYTHONPATH=str(ROOT))
+    (tmp_path / "user").mkdir()
+    if hermes_home == "mistyped":
+        env["HERMES_HOME"] = str(tmp_path / "user" / ".hermse")
+    _run_cli(args, env)
+    assert sorted(p.name for p in (tmp_path / "user").iterdir()) == []
+
+
+def test_doctor_reports_a_hermes_config_that_is_a_fifo_instead_of_hanging(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    os.mkfifo(home / "config.yaml", 0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OTEL_"))}
+    env.update(HOME=str(tmp_path), HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
+    done = _run_cli(["doctor"], env, timeout=30)
+    assert f"  FAIL  cannot read {home / 'config.yaml'}: a FIFO, not a regular file" in done.stdout.splitlines()
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+
+
+def test_doctor_reports_an_unreadable_hermes_config(tmp_path):
+    home = tmp_path / "home"
+    (home / "config.yaml").mkdir(parents=True)  # a directory: unreadable as a file, whoever runs it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OTEL_"))}
+    env.update(HOME=str(tmp_path), HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
+    done = _run_cli(["doctor"], env, timeout=30)
+    assert f"  FAIL  cannot read {home / 'config.yaml'}: a directory, not a regular file" in done.stdout.splitlines()
+
+
+# -- issue 27, item 14: a truthful doctor --------------------------------------------------------------------------
+
+
+def test_with_the_spool_on_a_dead_collector_is_said_to_keep_traces_in_the_spool_not_to_drop_them(home, monkeypatch,
+                                                                                                 capsys):
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", dead)
+    code, lines = doctor(capsys)
+    assert code == 1
+    spool = home / "otel" / "spool"
+    assert [line for line in lines if line.startswith("FAIL  traces endpoint")] == [
+        f"FAIL  traces endpoint {dead}/v1/traces (http/protobuf): not reachable (Connection refused): traces wait "
+        f"in the spool {spool} (100.0 MiB, 7 days at most) and are re-sent once it takes them"]
+    assert not [line for line in lines if "dropped" in line]
+
+
+def test_with_the_spool_off_a_dead_collector_drops(home, monkeypatch, capsys):
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", dead)
+    toml = home / "plugins.toml"
+    toml.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\nspool = false\n')
+    toml.chmod(0o600)
+    code, lines = doctor(capsys)
+    assert (f"FAIL  traces endpoint {dead}/v1/traces (http/protobuf): not reachable (Connection refused): traces "
+            "will be dropped") in lines
+
+
+@pytest.mark.parametrize(("env", "file", "shown"), [
+    ({}, "", "files"),
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, "", "otlp"),
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, "file = { enabled = true }", "otlp and files"),
+    ({"OTEL_METRICS_EXPORTER": "none"}, "", "none"),
+])
+def test_doctor_shows_where_metrics_really_go(home, monkeypatch, env, file, shown):
+    from hermes_otel.redaction import masking
+
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    toml = home / "plugins.toml"
+    toml.write_text(f'version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\n{file}\n')
+    toml.chmod(0o600)
+    assert masking.masked(config.load_settings().settings)["metrics_exporter"] == shown

@@ -20,14 +20,21 @@ OTHER = 65534  # nobody
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="making another user's files needs root")
 
 
-def _run(tmp_path: Path, directory: Path) -> None:
+def _run(tmp_path: Path, directory: Path, every_signal: bool = False) -> None:
+    """A span (and with `every_signal` a log record and a metric point too) through the real pipeline."""
+    from opentelemetry._logs import LogRecord
+
     toml = tmp_path / "plugins.toml"
     toml.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\n'
                     f'file = {{ enabled = true, directory = "{directory}" }}\n')
     settings = config.load_settings({"HERMES_HOME": str(tmp_path / "home")}, toml).settings
     live = telemetry.build(settings)
     with live.tracer_provider.get_tracer("t").start_as_current_span("s"):
-        pass
+        if every_signal:
+            live.logger_provider.get_logger("t").emit(LogRecord(body="b", event_name="e"))
+    if every_signal:
+        live.meter_provider.get_meter("t").create_counter("c").add(1)
+        live.force_flush(3)
     live.shutdown(3)
 
 
@@ -65,15 +72,21 @@ def test_a_directory_owned_by_another_user_is_refused_once(tmp_path, caplog, mon
             "files will be written") in capsys.readouterr().out
 
 
-@as_root
-def test_a_file_another_user_planted_in_our_directory_is_refused(tmp_path, caplog):
-    caplog.set_level(logging.DEBUG)
+def _planted_in_ours(tmp_path: Path) -> tuple[Path, Path]:
+    """A directory of ours holding a traces.jsonl another user planted (world-writable)."""
     ours = tmp_path / "ours"
     ours.mkdir(mode=0o700)
     planted = ours / "traces.jsonl"
     planted.write_text("")
     planted.chmod(0o666)
     os.chown(planted, OTHER, OTHER)
+    return ours, planted
+
+
+@as_root
+def test_a_file_another_user_planted_in_our_directory_is_refused(tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    ours, planted = _planted_in_ours(tmp_path)
     _run(tmp_path, ours)
     assert planted.read_text() == ""  # the other user reads nothing of ours
     assert [w.split(": ", 2)[2] for w in _warnings(caplog)] == [
@@ -143,3 +156,13 @@ def test_doctor_sees_a_directory_under_a_regular_file(tmp_path, monkeypatch, cap
 
 def stat_mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
+
+
+@as_root
+def test_a_foreign_traces_file_refuses_the_logs_and_metrics_files_of_that_directory_too(tmp_path, caplog):
+    """Issue 27, item 13: "no files are written there" holds for every signal, not only the refused file's."""
+    caplog.set_level(logging.DEBUG)
+    ours, planted = _planted_in_ours(tmp_path)
+    _run(tmp_path, ours, every_signal=True)
+    assert sorted(p.name for p in ours.iterdir()) == ["traces.jsonl"] and planted.read_text() == ""
+    assert len([w for w in _warnings(caplog) if "not writing telemetry files" in w]) == 1

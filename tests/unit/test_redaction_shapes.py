@@ -36,9 +36,40 @@ SHAPES = {
     "bearer header": ("Authorization: Bearer abcdefSECRETBEARER", "SECRETBEARER"),
     "url user:password": ("https://bob:pa55SECRETword@example.invalid/x", "pa55SECRETword"),
     "url token as user": ("https://x0Y1z2SECRETUSERTOKEN@git.example/repo.git", "SECRETUSERTOKEN"),
+    # issue 27, item 2: the shapes people really paste
+    "url empty user": ("redis://:SECRETREDISPW@cache.internal:6379/0", "SECRETREDISPW"),
+    "url password with a slash": ("https://deploy:SECRETpa/ssWORD@example.invalid/x", "SECRETpa/ssWORD"),
+    "azure account key": ("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=SECRETAZURE0123456789abcdefXY==;"
+                          "EndpointSuffix=core.windows.net", "SECRETAZURE0123456789"),
+    "sendgrid key": ("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", "ngeVfQFYQlKU0ufo8x5d1A"),
+    "npm token": ("npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "AbCdEfGhIjKlMnOpQrStUvWx"),
+    "pypi token": ("pypi-AgEIcHlwaS5vcmcCJGFiY2RlZmdoLWlqa2wtbW5vcC1xcnN0", "AgEIcHlwaS5vcmcCJGFiY2Rl"),
+    "telegram bot token": ("https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/getMe",
+                           "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"),
+    "slack webhook": ("https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/SECRETSLACKHOOK0123456789",
+                      "SECRETSLACKHOOK0123456789"),
+    "discord webhook": ("https://discord.com/api/webhooks/123456789012345678/SECRETDISCORDHOOK-abcdefghijklmnop",
+                        "SECRETDISCORDHOOK"),
+    "x-amz-signature": ("https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature="
+                        "5ec7e75ec7e75ec7e7abcdef0123456789&X-Amz-Expires=60", "5ec7e75ec7e75ec7e7"),
+    "azure sas sig": ("https://acct.blob.core.windows.net/c/b?sv=2020-08-04&sig=SECRETSASSIG%2Babc%3D&se=2030",
+                      "SECRETSASSIG"),
+    "cookie header": ("Cookie: sessionid=SECRETSESSIONID123; csrftoken=abc", "SECRETSESSIONID123"),
+    "passphrase=": ("passphrase=SECRETPASSPHRASE", "SECRETPASSPHRASE"),
+    "docker auth": ('{"auths":{"registry.example":{"auth":"c2VjcmV0dXNlcjpTRUNSRVRET0NLRVI="}}}',
+                    "c2VjcmV0dXNlcjpTRUNSRVRET0NLRVI"),
+    "authorization token": ("Authorization: Token SECRETTOKENAUTH123", "SECRETTOKENAUTH123"),
+    "authorization apikey": ("Authorization: ApiKey SECRETAPIKEYAUTH", "SECRETAPIKEYAUTH"),
+    "authorization digest": ('Authorization: Digest username="bob", nonce="n1", response="SECRETDIGESTRESP"',
+                             "SECRETDIGESTRESP"),
+    "DB_PASS=": ("DB_PASS=SECRETDBPASS", "SECRETDBPASS"),
+    "--password X": ("mysql -u root --password SECRETCLIPW -h db", "SECRETCLIPW"),
+    "stripe webhook secret": ("whsec_SECRETWEBHOOKSIGNING0123456789", "SECRETWEBHOOKSIGNING"),
 }
 NOT_SECRETS = [
-    "max_tokens=100 completion_tokens: 5 token_type=bearer",
+    "usage: max_tokens=100 completion_tokens: 5 token_type=bearer",
+    "bypass=1 compass: north, the pass rate",
+    "https://host:8080/path/to?email=a@example.com",
     "git 3f786850e387550fdab836ed7e6dc881de23001b",
     "https://bob@example.invalid/x",
     "the key: value, a primary_key=5",
@@ -131,3 +162,23 @@ def test_a_secret_key_is_redacted_by_its_name_in_any_letter_case_and_nesting(cas
 def test_the_original_failing_case_of_issue_30():
     assert sanitize({"API_KEY": "abcd1234xyz", "X-Api-Key": "plainsecretvalue", "Password": "hunter2"}) == {
         "API_KEY": "<redacted>", "X-Api-Key": "<redacted>", "Password": "<redacted>"}
+
+
+# Shapes only Hermes's own redactor (agent/redact.py) knows: applied after ours, so we are never weaker than Hermes.
+HERMES_ONLY = {
+    "tavily key": ("tvly-SECRETTAVILYKEY0123456789", "SECRETTAVILYKEY"),
+    "groq key": ("gsk_SECRETGROQKEY0123456789abcd", "SECRETGROQKEY"),
+    "replicate token": ("r8_SECRETREPLICATE0123456789", "SECRETREPLICATE"),
+    "x-api-key header": ("x-api-key: SECRETXAPIKEYVALUE0123", "SECRETXAPIKEYVALUE"),
+}
+
+
+@pytest.mark.parametrize("shape", list(HERMES_ONLY))
+def test_what_hermes_own_redactor_hides_is_hidden_too(shape):
+    from agent.redact import redact_sensitive_text
+
+    text, secret = HERMES_ONLY[shape]
+    assert secret not in redact_sensitive_text(f"before {text} after", force=True)  # Hermes knows it
+    shown = redact_text(f"before {text} after")
+    assert secret not in shown and shown.startswith("before ") and shown.endswith(" after")
+

@@ -24,11 +24,11 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def _export_once(settings: config.Settings) -> None:
+def _export_once(settings: config.Settings, name: str = "s") -> None:
     """One span through the real pipeline; flushed and shut down, and its exporter threads done."""
     with threads_finish():
         live = telemetry.build(settings)
-        with live.tracer_provider.get_tracer("t").start_as_current_span("s"):
+        with live.tracer_provider.get_tracer("t").start_as_current_span(name):
             pass
         live.force_flush(3)
         live.shutdown(3)
@@ -208,3 +208,55 @@ def test_the_remembered_secrets_are_bounded_and_the_newest_always_kept():
     masking.remember("the-newest-secret-value")
     assert len(masking._secrets) <= masking._MAX_SECRETS
     assert masking.mask_text("x the-newest-secret-value y filler-secret-01999") == "x **** y ****"
+
+
+# -- issue 27, item 1: header values from OTEL_EXPORTER_OTLP_HEADERS never reach a log, refused ones are never sent
+
+@pytest.mark.parametrize("raw", ['x-honeycomb-team="LEAKHONEY1234567890"', "x-honeycomb-team=LEAKHONEY1234567890\x1b",
+                                 "x-honeycomb-team=LEAKHONEY1234567890é"])
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_a_header_the_sdk_finds_malformed_is_never_quoted_in_a_log(tmp_path, monkeypatch, caplog, capsys, raw,
+                                                                    protocol):
+    """The SDK's own header parser (`opentelemetry.util.re`) warns with the whole item, value included, once per
+    exporter it builds: that logger is masked too, whatever the value holds."""
+    caplog.set_level(logging.DEBUG)
+    port = _closed_port()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", raw)
+    env = {"HERMES_HOME": str(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+           "OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_EXPORTER_OTLP_TIMEOUT": "500",
+           "OTEL_EXPORTER_OTLP_HEADERS": raw}
+    result = config.load_settings(env, Path(os.devnull))
+    if result.problems:
+        logging.getLogger("hermes_otel").warning(result.message())
+    _export_once(result.settings)
+    assert "LEAKHONEY" not in _everything_shown(caplog, capsys)
+
+
+@pytest.mark.parametrize(("protocol", "raw", "authorization"), [
+    ("http/protobuf", "x-a=LEAKHDR1%0D%0AX-Injected:%20yes,authorization=Bearer LEAKHDR0ok", "Bearer LEAKHDR0ok"),
+    ("grpc", "x-a=LEAKHDR1%0D%0AX-Injected:%20yes", None),  # none left: gRPC would fall back to the variable
+])
+def test_a_refused_environment_header_is_never_sent(tmp_path, monkeypatch, caplog, capsys, protocol, raw,
+                                                    authorization):
+    """The SDK merges OTEL_EXPORTER_OTLP_HEADERS under the headers it is given (HTTP), or uses it when it is given
+    none (gRPC): a value we refused must not come back that way."""
+    from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", raw)
+    http = protocol == "http/protobuf"
+    with OTLPReceiver() if http else OTLPGrpcReceiver() as receiver:
+        env = {"HERMES_HOME": str(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+               "OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_EXPORTER_OTLP_HEADERS": raw}
+        result = config.load_settings(env, Path(os.devnull))
+        assert [str(p) for p in result.problems] == [
+            "OTEL_EXPORTER_OTLP_HEADERS: x-a: expected a header value without control characters, found a value "
+            "with control characters (value not shown)"]
+        logging.getLogger("hermes_otel").warning(result.message())
+        _export_once(result.settings)
+        receiver.wait_for_spans(lambda s: len(s) == 1, timeout=5)
+        sent = receiver.headers if http else receiver.metadata
+        assert {(h.get("authorization"), h.get("x-a"), h.get("x-injected")) for h in sent} == {
+            (authorization, None, None)}
+    assert "LEAKHDR" not in _everything_shown(caplog, capsys)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name != "hermes_otel"]

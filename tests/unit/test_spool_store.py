@@ -120,8 +120,8 @@ def test_a_spooled_batch_converts_back_to_the_exact_request_the_sdk_exporter_sen
     for signal, obj, expected in (("traces", encode_spans_json(batch), encode_spans(batch)),
                                   ("logs", encode_logs_json(records), encode_logs(records)),
                                   ("metrics", encode_metrics_json(data), encode_metrics(data))):
-        message, items = to_request(signal, [json.loads(json.dumps(obj))])
-        assert message == expected, signal  # field for field, ids and all
+        message, items, bad = to_request(signal, [json.loads(json.dumps(obj))])
+        assert message == expected and bad == 0, signal  # field for field, ids and all
         assert message.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
     assert to_request("traces", [encode_spans_json(batch)])[1] == 5
     assert to_request("logs", [encode_logs_json(records)])[1] == 4
@@ -130,7 +130,7 @@ def test_a_spooled_batch_converts_back_to_the_exact_request_the_sdk_exporter_sen
 
 def test_two_lines_of_one_file_are_one_request() -> None:
     first, second = spans(3), spans(2)
-    message, items = to_request("traces", [encode_spans_json(first), encode_spans_json(second)])
+    message, items, _ = to_request("traces", [encode_spans_json(first), encode_spans_json(second)])
     expected = encode_spans(first)
     expected.MergeFrom(encode_spans(second))  # what protobuf makes of two requests sent as one: lists appended
     assert items == 5 and message == expected
@@ -489,11 +489,12 @@ def test_a_batch_is_re_sent_with_the_headers_and_compression_configured_now(tmp_
     with OTLPReceiver() as receiver:
         url = f"{receiver.endpoint}/v1/traces"
         spool = Spool(tmp_path / "spool", 1 << 20, 86400)
-        spool.put("traces", endpoint_key("http/protobuf", url), [encode_spans_json(spans())])
+        key = endpoint_key("http/protobuf", url, {"x-tenant": "blue"})  # the endpoint and its identity
+        spool.put("traces", key, [encode_spans_json(spans())])
         (entry,) = spool.entries()
         assert "blue" not in entry.path.read_text() and "x-tenant" not in entry.path.read_text()  # not on disk
         configured = OTLPTarget(url, "http/protobuf", {"x-tenant": "blue"}, 2.0, "gzip")
-        report = send_all(spool, {endpoint_key("http/protobuf", url): ("traces", configured)})
+        report = send_all(spool, {key: ("traces", configured)})
         receiver.wait_for_spans(lambda s: len(s) == 5)
     assert report.sent == 1
     (headers,) = receiver.headers

@@ -58,14 +58,13 @@ _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 _logger = logging.getLogger("hermes_otel")
 
 
+SIGNAL_FILES = ("traces.jsonl", "logs.jsonl", "metrics.jsonl")
+
+
 def file_paths(directory: Path) -> dict[str, Path]:
     """The per-signal files inside an output directory."""
     directory = Path(directory)
-    return {
-        "traces": directory / "traces.jsonl",
-        "logs": directory / "logs.jsonl",
-        "metrics": directory / "metrics.jsonl",
-    }
+    return {name.split(".")[0]: directory / name for name in SIGNAL_FILES}
 
 
 class RotatingJsonLinesWriter:
@@ -149,7 +148,8 @@ class RotatingJsonLinesWriter:
         return self._open()
 
     def _open(self) -> int:
-        fd, st = open_private(self._path, _OPEN_FLAGS)  # ours, 0600, in a directory of ours; else UnsafePath
+        # Ours, 0600, in a directory of ours whose other signal files are not planted; else UnsafePath.
+        fd, st = open_private(self._path, _OPEN_FLAGS, SIGNAL_FILES)
         self._fd = fd
         self._identity = (st.st_dev, st.st_ino)
         self._size = st.st_size

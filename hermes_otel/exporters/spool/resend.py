@@ -29,14 +29,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
 from ...version import __version__
-from .store import Entry, Spool, endpoint_key, read_requests, stats
+from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
 
 MIN_GAP_S = 0.02  # between two batches of the background sender (so at most 50 batches/s)
 BUSY_SHARE = 0.25  # of one core, at most, for the background sender
@@ -44,6 +44,7 @@ BACKOFF_S = (1.0, 60.0)  # first and longest wait after a failed send
 IDLE_RESCAN_S = 5.0  # how often an idle sender looks for batches spooled by other processes
 CAPS_EVERY_S = 60.0  # how often the sender enforces the spool's caps (age)
 PIECE = 16  # items converted between two GIL pauses
+PIECE_ITEMS = 512  # items per re-sent request at most (the SDK batch processor's default max_export_batch_size)
 GIL_PAUSE_S = 0.0002  # a blocking sleep lets a waiting thread take the GIL (sleep(0) takes it straight back)
 REJECTED_HTTP = frozenset({400, 413, 422})  # the batch itself is refused: sending it again cannot help
 _GRPC_METHODS = {
@@ -63,10 +64,11 @@ _OPAQUE_KEYS = frozenset({"attributes", "body", "filteredAttributes"})
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # sent | retry | rejected | unreadable | busy
+    kind: str  # sent | retry | rejected | unreadable | busy | stray
     items: int = 0  # spans, log records or metric points in the batch
     detail: str = ""
     retry_after_s: float | None = None
+    bad_lines: int = 0  # lines of the batch that could not be read or converted: skipped
 
 
 Targets = Mapping[str, tuple[str, Any]]  # endpoint key -> (signal, OTLPTarget)
@@ -77,7 +79,7 @@ def targets_of(settings: Any) -> dict[str, tuple[str, Any]]:
     pairs = [*settings.otlp.items(), *(("traces", e.target) for e in settings.relay_span_endpoints),
              *(("logs", t) for t in settings.relay_log_targets),
              *(("metrics", t) for t in settings.relay_metric_targets)]
-    return {endpoint_key(t.protocol, t.endpoint): (signal, t) for signal, t in pairs}
+    return {endpoint_key(t.protocol, t.endpoint, t.headers): (signal, t) for signal, t in pairs}
 
 
 # -- one batch ---------------------------------------------------------------------------------------------------
@@ -85,64 +87,114 @@ def targets_of(settings: Any) -> dict[str, tuple[str, Any]]:
 
 def send_entry(spool: Spool, entry: Entry, target: Any, channels: _Channels, *, paced: bool = True) -> Outcome:
     """Claim one spooled batch, send it, and remove it once acknowledged (or rejected as malformed)."""
-    with spool.claim(entry) as fd:
-        if fd is None:
-            return Outcome("busy")
-        requests, _ = read_requests(entry.path, fd)
-        message, items, detail = None, 0, "no readable request"
-        if requests:
-            try:
-                message, items = to_request(entry.signal, requests, paced=paced)
-            except Exception as exc:  # noqa: BLE001 - a shape we cannot convert: the batch can never be sent
-                detail = f"{type(exc).__name__}: {exc}"[:200]
+    try:
+        with spool.claim(entry) as fd:
+            if fd is None:
+                return Outcome("busy")
+            return _send_claimed(spool, entry, fd, target, channels, paced)
+    except NotABatch as exc:  # swapped for a FIFO or a link since the listing: never waited on, never followed
+        return Outcome("stray", detail=str(exc))
+
+
+def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, channels: _Channels, paced: bool) -> Outcome:
+    """Send a claimed batch in pieces of at most :data:`PIECE_ITEMS` items (one request each, as the SDK's batch
+    processor sends them), read one line at a time: a re-send holds one piece, never the whole batch. The batch
+    is removed once every piece was acknowledged (or rejected as malformed); a piece that fails keeps it, and the
+    pieces already acknowledged are sent again with it later (at-least-once)."""
+    requests = Requests(entry.path, fd)
+    sent = rejected = items = bad = 0
+    refusal = ""
+    for message, count, skipped in pieces(entry.signal, requests, paced=paced):
+        bad += skipped
         if message is None:
-            spool.remove(entry)
-            stats.evicted[(entry.signal, "unreadable")] += 1
-            _log.once("spool-unreadable", "hermes-otel: removed the spooled %s batch %s: it cannot be sent (%s); "
-                      "counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)", entry.signal,
-                      entry.path.name, detail, per_process=True)
-            return Outcome("unreadable", 0, detail)
+            continue
         outcome = post(entry.signal, target, message.SerializeToString(), channels)
-        if outcome.kind in ("sent", "rejected"):
-            spool.remove(entry)
-            if outcome.kind == "sent":
-                stats.replayed[entry.signal] += 1
-            else:
-                stats.evicted[(entry.signal, "rejected")] += 1
-                _log.once(f"spool-rejected:{target.endpoint}", "hermes-otel: %s rejected a spooled %s batch (%s); it "
-                          "was removed and counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)",
-                          mask_url(target.endpoint), entry.signal, outcome.detail, per_process=True)
-        return Outcome(outcome.kind, items, outcome.detail, outcome.retry_after_s)
+        del message  # the next piece is built without this one in memory
+        if outcome.kind == "retry":
+            return Outcome("retry", items, outcome.detail, outcome.retry_after_s, bad + requests.bad)
+        if outcome.kind == "sent":
+            sent, items = sent + 1, items + count
+        else:
+            rejected, refusal = rejected + 1, outcome.detail
+    if bad:  # (a torn line was said by the reader)
+        _log.once("spool-bad-lines", "hermes-otel: skipped %d unreadable line(s) of the spooled %s batch %s; "
+                  "the rest was sent (repeats are logged at DEBUG)", bad, entry.signal, entry.path.name,
+                  per_process=True)
+    spool.remove(entry)
+    if sent:
+        stats.replayed[entry.signal] += 1
+        return Outcome("sent", items, bad_lines=bad + requests.bad)
+    if rejected:
+        stats.evicted[(entry.signal, "rejected")] += 1
+        _log.once(f"spool-rejected:{target.endpoint}", "hermes-otel: %s rejected a spooled %s batch (%s); it "
+                  "was removed and counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)",
+                  mask_url(target.endpoint), entry.signal, refusal, per_process=True)
+        return Outcome("rejected", 0, refusal, bad_lines=bad + requests.bad)
+    detail = "no line could be converted" if bad else "no readable request"
+    stats.evicted[(entry.signal, "unreadable")] += 1
+    _log.once("spool-unreadable", "hermes-otel: removed the spooled %s batch %s: it cannot be sent (%s); "
+              "counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)", entry.signal,
+              entry.path.name, detail, per_process=True)
+    return Outcome("unreadable", 0, detail)
 
 
-def to_request(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = True) -> tuple[Any, int]:
-    """One protobuf export request from OTLP/JSON requests (their lists appended), and its item count.
+def to_request(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = True) -> tuple[Any, int, int]:
+    """One protobuf export request from OTLP/JSON requests (their lists appended), its item count, and how many
+    requests (lines) could not be converted and were skipped: one piece without a size limit."""
+    return next(pieces(signal, requests, paced=paced, limit=None))
+
+
+def pieces(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = True,
+           limit: int | None = PIECE_ITEMS) -> Iterator[tuple[Any, int, int]]:
+    """Protobuf export requests from OTLP/JSON requests (their lists appended), each closed once it holds `limit`
+    items or more (a request is never split), with its item count and how many requests (lines) could not be
+    converted and were skipped (a non-hex id, a wrong type): one bad line costs that line, never the batch. A
+    piece is None when not one of its requests could be converted; at least one piece is yielded.
 
     Converted item by item (pausing for the GIL every few items when `paced`): json_format is pure Python, and a
     batch of hundreds of spans would otherwise hold the GIL for tens of milliseconds."""
+    message = _request_class(signal)()
+    items = bad = converted = yielded = 0
+    for request in requests:
+        part = _request_class(signal)()
+        try:
+            count = _convert(signal, request, part, items, paced)
+        except Exception:  # noqa: BLE001 - any shape json_format or the id conversion refuses
+            bad += 1
+            continue
+        message.MergeFrom(part)  # repeated fields: the lists appended, as one request
+        del part
+        items += count
+        converted += 1
+        if limit is not None and items >= limit:
+            yield message, items, bad
+            message, items, bad, converted, yielded = _request_class(signal)(), 0, 0, 0, yielded + 1
+    if converted or bad or not yielded:
+        yield (message if converted else None), items, bad
+
+
+def _convert(signal: str, request: Mapping[str, Any], message: Any, done: int, paced: bool) -> int:
     from google.protobuf.json_format import ParseDict
 
-    message = _request_class(signal)()
     (l1, f1), (l2, f2), (l3, f3) = _LEVELS[signal]
     items = 0
-    for request in requests:
-        for resource in request.get(l1) or ():
-            resource = dict(resource)
-            scopes = resource.pop(l2, None) or ()
-            resource_msg = getattr(message, f1).add()
-            ParseDict(resource, resource_msg, ignore_unknown_fields=True)
-            for scope in scopes:
-                scope = dict(scope)
-                members = scope.pop(l3, None) or ()
-                scope_msg = getattr(resource_msg, f2).add()
-                ParseDict(scope, scope_msg, ignore_unknown_fields=True)
-                target = getattr(scope_msg, f3)
-                for member in members:
-                    ParseDict(_ids_to_base64(member), target.add(), ignore_unknown_fields=True)
-                    items += _points(member) if signal == "metrics" else 1
-                    if paced and items % PIECE == 0:
-                        time.sleep(GIL_PAUSE_S)
-    return message, items
+    for resource in request.get(l1) or ():
+        resource = dict(resource)
+        scopes = resource.pop(l2, None) or ()
+        resource_msg = getattr(message, f1).add()
+        ParseDict(resource, resource_msg, ignore_unknown_fields=True)
+        for scope in scopes:
+            scope = dict(scope)
+            members = scope.pop(l3, None) or ()
+            scope_msg = getattr(resource_msg, f2).add()
+            ParseDict(scope, scope_msg, ignore_unknown_fields=True)
+            target = getattr(scope_msg, f3)
+            for member in members:
+                ParseDict(_ids_to_base64(member), target.add(), ignore_unknown_fields=True)
+                items += _points(member) if signal == "metrics" else 1
+                if paced and (done + items) % PIECE == 0:
+                    time.sleep(GIL_PAUSE_S)
+    return items
 
 
 def _points(metric: Mapping[str, Any]) -> int:
@@ -324,6 +376,7 @@ class Resender:
         self._thread: threading.Thread | None = None
         self._backoff: dict[str, tuple[float, float]] = {}  # key -> (monotonic time of the next try, last delay)
         self._channels = _Channels()
+        self._strays: set[Any] = set()  # paths of batches that turned out not to be batches we can open
 
     def serve(self, spool: Spool | None, targets: Targets) -> None:
         """Send `spool` to `targets` from now on (nothing when either is empty); starts the thread if needed."""
@@ -402,6 +455,11 @@ class Resender:
                 continue
             if outcome.kind == "sent":
                 self._backoff.pop(entry.key, None)
+            elif outcome.kind == "stray":  # not a batch we can open: said once, never tried again by this process
+                self._strays.add(entry.path)
+                _log.once(f"spool-stray:{entry.path}", "hermes-otel: spool: %s",
+                          Stray(entry.path, outcome.detail).text(), per_process=True)
+                continue
             self._stopped.wait(max(MIN_GAP_S, busy * (1 / BUSY_SHARE - 1)))
 
     def _next(self, queue: deque[Entry], spool: Spool, targets: Targets) -> Entry | None:
@@ -413,12 +471,15 @@ class Resender:
                 if self._sendable(entry, targets, now):
                     return entry
             if attempt == 0:
-                queue.extend(e for e in _quietly(spool.entries) or () if self._sendable(e, targets, now))
+                entries, strays = _quietly(spool.scan) or ((), ())
+                for stray in strays:  # nobody else would say it: a background sender has no terminal
+                    _log.once(f"spool-stray:{stray.path}", "hermes-otel: spool: %s", stray.text(), per_process=True)
+                queue.extend(e for e in entries if self._sendable(e, targets, now))
         return None
 
     def _sendable(self, entry: Entry, targets: Targets, now: float) -> bool:
         target = targets.get(entry.key)
-        if target is None or target[0] != entry.signal:
+        if target is None or target[0] != entry.signal or entry.path in self._strays:
             return False
         retry_at = self._backoff.get(entry.key)
         return retry_at is None or retry_at[0] <= now
@@ -453,14 +514,16 @@ class SendReport:
     failed: int = 0  # kept: the endpoint did not take them now
     busy: int = 0  # another process is sending them
     no_target: int = 0  # for an endpoint that is not configured now
+    bad_lines: int = 0  # lines of sent batches that could not be read or converted: skipped
+    strays: list[Stray] = field(default_factory=list)  # what is not a batch: skipped, never read
     problems: dict[str, str] = field(default_factory=dict)  # endpoint -> why it did not take a batch
 
 
 def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int], None] | None = None) -> SendReport:
     """Send every spooled batch for a configured endpoint now, oldest first; an endpoint that fails is skipped
     for the rest of the run."""
-    report = SendReport()
-    entries = spool.entries()
+    entries, strays = spool.scan()
+    report = SendReport(strays=strays)
     failing: set[str] = set()
     channels = _Channels()
     try:
@@ -475,6 +538,9 @@ def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int
                 if outcome.kind == "sent":
                     report.sent += 1
                     report.items += outcome.items
+                    report.bad_lines += outcome.bad_lines
+                elif outcome.kind == "stray":
+                    report.strays.append(Stray(entry.path, outcome.detail))
                 elif outcome.kind == "retry":
                     report.failed += 1
                     failing.add(entry.key)

@@ -3,7 +3,11 @@
 Layout: ``<directory>/<signal>/<created ns>-<pid>-<seq>-<key>.jsonl``, one batch per file, each line one
 OTLP/JSON export request (the encoding of the embedded default files, so ``hermes-otel view FILE`` and the
 Collector's ``otlpjsonfile`` receiver read a spool file). ``<key>`` names the endpoint the batch was meant for
-by a hash (no URL and no credential on disk): a batch is re-sent only to that endpoint.
+and its headers by a hash (no URL and no credential on disk): a batch is re-sent only to that endpoint and
+identity.
+* Hostile contents: a batch is opened non-blocking and never through a link, and read only when it is a regular
+  file; anything else under a batch's name (and a spool directory that is a link or another user's) is a
+  :class:`Stray`, reported and skipped.
 
 * Written whole: a temporary hidden file, fsync, then a rename, so a crash never leaves a partial batch under
   a spool name (a line that is torn anyway, say by a damaged disk, is skipped with one warning).
@@ -17,6 +21,7 @@ by a hash (no URL and no credential on disk): a batch is re-sent only to that en
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import itertools
@@ -24,15 +29,17 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..._internal import log as _log
+from ...config.files import not_regular
 from ..private import ensure_dir
 
 SIGNALS = ("traces", "logs", "metrics")
@@ -40,16 +47,23 @@ REASONS = ("size", "age", "rejected", "unreadable")  # why a batch left the spoo
 SUFFIX = ".jsonl"
 _NAME = re.compile(r"(\d{19})-(\d+)-(\d+)-([0-9a-f]{16})\.jsonl")
 _OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_OPEN_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# Never follows a link, never waits for a FIFO's writer: anything but a regular file is refused after the open.
+_OPEN_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 SPOOL_HINT = ("undeliverable telemetry is dropped and counted; make $HERMES_HOME/otel/spool a directory of your own, "
               "or set spool = false")
 STALE_TEMP_S = 3600.0  # a temporary file this old was left by a crash
 RESCAN_S = 30.0  # how often a writing process recounts what other processes added
 
 
-def endpoint_key(protocol: str, endpoint: str) -> str:
-    """The name of an endpoint in spool file names: a hash, so no URL or credential is written to disk."""
-    return hashlib.sha256(f"{protocol} {endpoint}".encode()).hexdigest()[:16]
+def endpoint_key(protocol: str, endpoint: str, headers: Mapping[str, str] | None = None) -> str:
+    """The name of an endpoint in spool file names: a hash, so no URL or credential is written to disk. The
+    headers are part of it (names and values: a tenant, a project, a key), so a batch is only ever re-sent to the
+    endpoint AND identity it was meant for: a changed tenant key never receives another tenant's batches. An
+    endpoint without headers keeps the key it always had."""
+    identity = f"{protocol} {endpoint}"
+    if headers:
+        identity += "".join(f"\n{name.lower()}: {value}" for name, value in sorted(headers.items()))
+    return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,30 @@ class Entry:
     created_ns: int
     size: int
     mtime: float
+
+
+class NotABatch(Exception):
+    """A spool name that is not a batch we can read (a FIFO, a link, a file we may not open): reported and
+    skipped, never waited on, followed or called busy; `hermes-otel spool drop` removes it."""
+
+
+@dataclass(frozen=True)
+class Stray:
+    """Something under a batch's name, or in place of a spool directory, that is not one: what and why."""
+
+    path: Path
+    why: str
+    removable: bool = True  # a name in a signal folder (removed by drop); a refused folder is left alone
+
+    def text(self) -> str:
+        if self.removable:
+            return f"skipped {self.path}: {self.why} (`hermes-otel spool drop` removes it)"
+        return f"not reading {self.path}: {self.why}"
+
+
+def _kind(mode: int) -> str | None:
+    """None for a regular file, else what it is."""
+    return None if stat.S_ISREG(mode) else not_regular(mode)
 
 
 @dataclass
@@ -125,13 +163,31 @@ class Spool:
     # -- reading -----------------------------------------------------------------------------------
 
     def entries(self, signal: str | None = None) -> list[Entry]:
-        """Spooled batches, oldest first (all signals, or one)."""
+        """Spooled batches, oldest first (all signals, or one); what is not a batch is skipped (see :meth:`scan`)."""
+        return self.scan(signal)[0]
+
+    def scan(self, signal: str | None = None) -> tuple[list[Entry], list[Stray]]:
+        """Spooled batches, oldest first, and what sits under a batch's name or a spool folder's without being one.
+        The directories are checked like the output directories (ours, no symbolic link), never followed."""
         found: list[Entry] = []
-        for sig in (signal,) if signal else SIGNALS:
+        strays: list[Stray] = []
+        signals: tuple[str, ...] = (signal,) if signal else SIGNALS
+        why = _folder_problem(self.directory)
+        if why:
+            strays.append(Stray(self.directory, why, removable=False))
+            signals = ()
+        for sig in signals:
             folder = self.directory / sig
+            why = _folder_problem(folder)
+            if why:
+                strays.append(Stray(folder, why, removable=False))
+                continue
             try:
                 scan = list(os.scandir(folder))
             except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                strays.append(Stray(folder, f"cannot be listed ({exc.strerror})", removable=False))
                 continue
             for item in scan:
                 match = _NAME.fullmatch(item.name)
@@ -143,10 +199,14 @@ class Spool:
                     st = item.stat(follow_symlinks=False)
                 except OSError:
                     continue  # sent and removed meanwhile
+                kind = _kind(st.st_mode)
+                if kind:
+                    strays.append(Stray(Path(item.path), kind))
+                    continue
                 found.append(Entry(sig, Path(item.path), match.group(4), int(match.group(1)), st.st_size,
                                    st.st_mtime))
         found.sort(key=lambda e: (e.created_ns, e.path.name))
-        return found
+        return found, strays
 
     def bytes_by_signal(self) -> dict[str, int]:
         """Bytes waiting per signal, as this process last counted them (no disk access)."""
@@ -155,13 +215,19 @@ class Spool:
 
     @contextlib.contextmanager
     def claim(self, entry: Entry) -> Iterator[int | None]:
-        """The batch's file, open and exclusively locked; None when another process holds it or it is gone."""
+        """The batch's file, open and exclusively locked; None when another process holds it or it is gone.
+        Raises :class:`NotABatch` for anything but a regular file we may open (checked on the open file)."""
         try:
             fd = os.open(entry.path, _OPEN_READ)
-        except OSError:
+        except FileNotFoundError:
             yield None
             return
+        except OSError as exc:
+            raise NotABatch(_open_problem(entry.path, exc)) from None
         try:
+            kind = _kind(os.fstat(fd).st_mode)
+            if kind:
+                raise NotABatch(kind)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -179,10 +245,13 @@ class Spool:
 
     def evict(self, entry: Entry, reason: str) -> bool:
         """Remove a batch unsent, unless a sender holds it; counted by reason."""
-        with self.claim(entry) as fd:
-            if fd is None:
-                return False
-            self.remove(entry)
+        try:
+            with self.claim(entry) as fd:
+                if fd is None:
+                    return False
+                self.remove(entry)
+        except NotABatch:
+            return False
         stats.evicted[(entry.signal, reason)] += 1
         return True
 
@@ -225,34 +294,48 @@ class Spool:
         return dict(evicted)
 
 
+class Requests:
+    """The export requests of a spool file, read and decoded one line at a time, so a re-send never holds the
+    whole batch as text and as dicts at once; `bad` counts the lines that could not be read (torn or not JSON
+    objects), said once when the reading ends."""
+
+    def __init__(self, path: Path, fd: int | None = None) -> None:
+        self.path, self.fd, self.bad = Path(path), fd, 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self.fd is not None:
+            os.lseek(self.fd, 0, os.SEEK_SET)
+            handle = os.fdopen(os.dup(self.fd), "rb")
+        else:
+            handle = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
+        self.bad = 0
+        with handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    request = json.loads(line)
+                except ValueError:
+                    self.bad += 1
+                    continue
+                if isinstance(request, dict):
+                    yield request
+                else:
+                    self.bad += 1
+        if self.bad:
+            _log.once(
+                "spool-torn-line",
+                "hermes-otel: skipped %d unreadable line(s) in the spooled batch %s (a torn write); the rest of the "
+                "spool is unaffected (repeats are logged at DEBUG)", self.bad, self.path, level=logging.WARNING,
+                per_process=True,
+            )
+
+
 def read_requests(path: Path, fd: int | None = None) -> tuple[list[dict[str, Any]], int]:
     """The export requests of a spool file, and how many lines could not be read (torn or not JSON objects)."""
-    if fd is not None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            raw = handle.read()
-    else:
-        raw = Path(path).read_bytes()
-    requests, bad = [], 0
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(request, dict):
-            requests.append(request)
-        else:
-            bad += 1
-    if bad:
-        _log.once(
-            "spool-torn-line",
-            "hermes-otel: skipped %d unreadable line(s) in the spooled batch %s (a torn write); the rest of the "
-            "spool is unaffected (repeats are logged at DEBUG)", bad, path, level=logging.WARNING, per_process=True,
-        )
-    return requests, bad
+    reader = Requests(path, fd)
+    requests = list(reader)
+    return requests, reader.bad
 
 
 _spools: dict[Path, Spool] = {}
@@ -267,6 +350,23 @@ def open_spool(directory: Path, max_bytes: int, max_age_s: float) -> Spool:
             spool = _spools[Path(directory)] = Spool(directory, max_bytes, max_age_s)
         spool.max_bytes, spool.max_age_s = max_bytes, max_age_s
         return spool
+
+
+def _folder_problem(folder: Path) -> str | None:
+    """Why a spool folder is not read (a symbolic link, another user's), or None (ours, or not there yet)."""
+    from ..private import problem
+
+    why = problem(folder, ())
+    if why is None or why.startswith("cannot be created") or why == "is not writable":
+        return None
+    return f"it {why}" if why.startswith("is ") else why
+
+
+def _open_problem(path: Path, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP or os.path.islink(path):
+        return "a symbolic link, not followed"
+    text = exc.strerror or type(exc).__name__
+    return text[:1].lower() + text[1:]
 
 
 def _write_all(fd: int, data: bytes) -> None:
