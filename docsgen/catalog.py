@@ -323,7 +323,8 @@ LOG_ATTRIBUTES: dict[str, tuple[str, ...]] = {
 }
 
 RESOURCE: dict[str, str] = {
-    "service.name": "`hermes-agent` unless configured.",
+    "service.name": "`OTEL_SERVICE_NAME`, else `service.name` of `OTEL_RESOURCE_ATTRIBUTES`, else plugins.toml "
+                    "(`service_name`), else `hermes-agent`.",
     "service.version": "The installed hermes-agent version.",
     "service.instance.id": "A UUID per process.",
     "host.name": "Host name.",
@@ -385,7 +386,9 @@ def telemetry_markdown() -> str:
         buckets = ", ".join(f"{b:g}" for b in m.buckets)
         out.append(f"| `{m.name}` | {m.instrument} | `{m.unit}` | {names} | {buckets} |")
     out += ["", "Metric attributes are low-cardinality only: never session, turn, request or call ids.", ""]
-    out += ["## Resource", ""] + _table(RESOURCE.items())
+    out += ["## Resource", "", f"Schema URL `{sc.SCHEMA_URL}` (also on every tracer, meter and logger we use): the "
+            "semantic-conventions release whose names we emit. `OTEL_RESOURCE_ATTRIBUTES` is applied over ours "
+            "(the SDK's own reading), then `OTEL_SERVICE_NAME`.", ""] + _table(RESOURCE.items())
     out += ["", "## Attributes", ""] + _table(sorted(ATTRIBUTES.items()))
     return "\n".join(out) + "\n"
 

@@ -16,6 +16,11 @@ from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
+# The semantic-conventions release whose names we emit (tests/unit/test_semconv_registry.py checks every name against
+# the installed registry, and this URL against its newest schema): on the resource and on every tracer, meter and
+# logger we get, so a backend can translate our names when the conventions move on.
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
+
 # -- names ------------------------------------------------------------------
 OPERATION = "gen_ai.operation.name"
 PROVIDER = "gen_ai.provider.name"

@@ -67,6 +67,7 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
+from .semconv import SCHEMA_URL
 from .version import __version__
 
 SCOPE = "hermes_otel"
@@ -86,6 +87,10 @@ def hermes_version() -> str | None:
 
 
 def build_resource(settings: Settings) -> Resource:
+    """Ours, then the standard variables over them, read by the SDK itself: `OTEL_SERVICE_NAME` >
+    `OTEL_RESOURCE_ATTRIBUTES` > plugins.toml (`service_name`, `resource_attributes`) > our defaults."""
+    from opentelemetry.sdk.resources import OTELResourceDetector
+
     attrs: dict[str, Any] = {
         "service.name": settings.service_name,
         "service.version": hermes_version() or "unknown",
@@ -97,10 +102,9 @@ def build_resource(settings: Settings) -> Resource:
     if hermes_version():
         attrs["hermes.version"] = hermes_version()
     attrs.update(settings.resource_attributes)
-    attrs["service.name"] = settings.service_name  # the setting wins over a resource attribute
-    # Resource.create({}) brings the SDK's telemetry.sdk.* and its detectors' attributes; ours are merged
-    # over it as a plain Resource, so they win (config already applied the environment, with our precedence).
-    return Resource.create({}).merge(Resource(attrs))
+    # Resource.create({}) brings the SDK's telemetry.sdk.* and its detectors' attributes; ours go over them, and the
+    # environment's over ours.
+    return Resource.create({}).merge(Resource(attrs, SCHEMA_URL)).merge(OTELResourceDetector().detect())
 
 
 # A hostile or runaway value (a 10 MB model name, ...) must not travel into every export:
@@ -207,7 +211,7 @@ def observe_drops(meter_provider: MeterProvider) -> None:
         counts = dict.fromkeys(_DROP_SIGNALS, 0) | dict(health.dropped)
         return [Observation(n, {SIGNAL_ATTR: signal}) for signal, n in sorted(counts.items())]
 
-    meter_provider.get_meter(SCOPE, __version__).create_observable_counter(
+    meter_provider.get_meter(SCOPE, __version__, schema_url=SCHEMA_URL).create_observable_counter(
         DROPPED_METRIC, callbacks=[observe], unit="{item}",
         description="Telemetry items dropped by hermes-otel's exporters and queues, by signal",
     )
@@ -226,15 +230,15 @@ class Telemetry:
 
     @cached_property
     def tracer(self):
-        return self.tracer_provider.get_tracer(SCOPE, __version__)
+        return self.tracer_provider.get_tracer(SCOPE, __version__, schema_url=SCHEMA_URL)
 
     @cached_property
     def meter(self):
-        return self.meter_provider.get_meter(SCOPE, __version__)
+        return self.meter_provider.get_meter(SCOPE, __version__, schema_url=SCHEMA_URL)
 
     @cached_property
     def logger(self):
-        return self.logger_provider.get_logger(SCOPE, __version__)
+        return self.logger_provider.get_logger(SCOPE, __version__, schema_url=SCHEMA_URL)
 
     @property
     def endpoints(self) -> frozenset[str]:
