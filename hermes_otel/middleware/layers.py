@@ -196,16 +196,17 @@ class LayerTracer:
             downstream = kwargs.get("next_call")
             if callable(downstream):
                 kwargs["next_call"] = _watch(downstream, state)
-            token = otel_context.attach(trace.set_span_in_context(span))
+            context = trace.set_span_in_context(span)  # the layer's measurements are recorded in it (exemplars)
+            token = otel_context.attach(context)
             try:
                 result = callback(**kwargs)
             except BaseException as exc:
                 log_hygiene.remember_fields(kind, kwargs)
-                safely(self._end_layer, span, kind, plugin, state, exc, started)
+                safely(self._end_layer, span, kind, plugin, state, exc, started, context)
                 raise
             finally:
                 otel_context.detach(token)
-            safely(self._end_layer, span, kind, plugin, state, None, started)
+            safely(self._end_layer, span, kind, plugin, state, None, started, context)
             return result
 
         return layer
@@ -238,9 +239,8 @@ class LayerTracer:
     def _start(self, name: str, attrs: Mapping[str, Any]) -> Span:
         return self._tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs)
 
-    def _end_layer(
-        self, span: Span, kind: str, plugin: str, state: _LayerState, exc: BaseException | None, started: float
-    ) -> None:
+    def _end_layer(self, span: Span, kind: str, plugin: str, state: _LayerState, exc: BaseException | None,
+                   started: float, context: otel_context.Context) -> None:
         outcome = classify(state, exc)
         changed = state.payload is not None and state.payload is not state.incoming
         attrs: dict[str, Any] = {OUTCOME: outcome, PAYLOAD_CHANGED: changed}
@@ -249,10 +249,10 @@ class LayerTracer:
         labels = {KIND: kind, PLUGIN: plugin, OUTCOME: outcome}
         duration = time.perf_counter() - started
         if exc is None:
-            self._submit(self._close_layer, span, attrs, time.time_ns(), duration, labels, otel_context.get_current())
+            self._submit(self._close_layer, span, attrs, time.time_ns(), duration, labels, context)
         else:
             _record_error(span, unwrap(exc))
-            self._close_layer(span, attrs, None, duration, labels, None)
+            self._close_layer(span, attrs, None, duration, labels, context)
 
     def _close_layer(self, span: Span, attrs: dict[str, Any], end_ns: int | None, duration: float,
                      labels: dict[str, Any], context: Any) -> None:
