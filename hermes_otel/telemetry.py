@@ -28,7 +28,7 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.sdk._logs.export import LogRecordExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     MetricExporter,
@@ -64,9 +64,12 @@ from .exporters.health import (
     GuardedLogExporter,
     GuardedMetricExporter,
     GuardedSpanExporter,
+    OurBatchLogRecordProcessor,
+    OurBatchSpanProcessor,
     health,
     install_log_filter,
 )
+from .redaction import masking
 from .semconv import SCHEMA_URL
 from .version import __version__
 
@@ -91,6 +94,8 @@ def build_resource(settings: Settings) -> Resource:
     `OTEL_RESOURCE_ATTRIBUTES` > plugins.toml (`service_name`, `resource_attributes`) > our defaults."""
     from opentelemetry.sdk.resources import OTELResourceDetector
 
+    from .config.env import resource_items_reported_by_us
+
     attrs: dict[str, Any] = {
         "service.name": settings.service_name,
         "service.version": hermes_version() or "unknown",
@@ -104,7 +109,8 @@ def build_resource(settings: Settings) -> Resource:
     attrs.update(settings.resource_attributes)
     # Resource.create({}) brings the SDK's telemetry.sdk.* and its detectors' attributes; ours go over them, and the
     # environment's over ours.
-    return Resource.create({}).merge(Resource(attrs, SCHEMA_URL)).merge(OTELResourceDetector().detect())
+    with resource_items_reported_by_us():
+        return Resource.create({}).merge(Resource(attrs, SCHEMA_URL)).merge(OTELResourceDetector().detect())
 
 
 # A hostile or runaway value (a 10 MB model name, ...) must not travel into every export:
@@ -348,7 +354,7 @@ def _relay_span_processor(endpoint, settings: Settings) -> BatchSpanProcessor:
 
     exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target, settings), endpoint.type,
                                   endpoint.resource)
-    return BatchSpanProcessor(
+    return OurBatchSpanProcessor(
         exporter,
         max_queue_size=endpoint.max_queue_size,
         schedule_delay_millis=endpoint.scheduled_delay_millis,
@@ -379,9 +385,9 @@ def _pull_reader(settings: Settings):
 
 def build(settings: Settings) -> Telemetry:
     """Providers, processors and exporters for `settings` (no globals touched)."""
+    masking.install()  # before anything of the SDK's can log a credential (header parsing, resource detection)
     resource = build_resource(settings)
-    if settings.otlp:
-        install_log_filter()
+    install_log_filter()  # our exports' retries and our processors' queue-full drops, each said once
     writers = {}
     if settings.file_signals:
         paths = file_paths(settings.file_directory)
@@ -394,7 +400,7 @@ def build(settings: Settings) -> Telemetry:
     )
     for exporter in _span_exporters(settings, writers):
         tracer_provider.add_span_processor(
-            BatchSpanProcessor(
+            OurBatchSpanProcessor(
                 exporter,
                 max_queue_size=settings.bsp_max_queue_size,
                 schedule_delay_millis=settings.bsp_schedule_delay_ms,
@@ -427,7 +433,7 @@ def build(settings: Settings) -> Telemetry:
                       if (e := safely(_otlp_exporter, "logs", t, settings)) is not None]
     for log_exporter in log_exporters:
         logger_provider.add_log_record_processor(
-            BatchLogRecordProcessor(
+            OurBatchLogRecordProcessor(
                 log_exporter,
                 max_queue_size=settings.bsp_max_queue_size,
                 schedule_delay_millis=settings.bsp_schedule_delay_ms,

@@ -4,9 +4,9 @@ A fault of ours (or a hostile payload) must be visible but must not flood
 Hermes's log: the first occurrence of a key goes out at WARNING, repeats at
 DEBUG. `reset()` (called on plugin reload) makes them visible again.
 
-Every record of this logger, and of the library loggers that report our
-exports, passes :mod:`hermes_otel.redaction.masking` first: no credential and no
-control character reaches Hermes's logs.
+Every record of this logger, and (once a pipeline of ours is built) of the library
+loggers that report our exports, passes :mod:`hermes_otel.redaction.masking` first:
+no credential and no control character reaches Hermes's logs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ import threading
 from ..redaction import masking
 
 logger = logging.getLogger("hermes_otel")
-masking.install()
+# Our own loggers now; the libraries' loggers that report our exports when our pipeline is built
+# (telemetry.build, and the CLI), not at import.
+masking.install(masking.OUR_LOGGERS)
 
 _seen: set[str] = set()
 _seen_for_process: set[str] = set()  # facts about the environment (a dead collector): not reset on reload

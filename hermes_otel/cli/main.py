@@ -20,6 +20,7 @@ from .terminal import wants_color
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    masking.install()  # every library logger the commands can make talk (probes, exporters) is masked
     try:
         code = _main(argv)
         sys.stdout.flush()

@@ -7,8 +7,9 @@ Per-signal forms (`OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, ...) get the same checks 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .headers import parse_pairs
@@ -96,12 +97,20 @@ def _parse(spec: Field, var: str, raw: str, problems: list[Problem]) -> Any:
 
 class _ReportedByUs(logging.Filter):
     """The SDK's resource detector parses OTEL_RESOURCE_ATTRIBUTES again and logs a bad item raw, value included;
-    :func:`from_env` reports it in our words (by position), so the SDK's line is dropped."""
+    :func:`from_env` reports it in our words (by position), so the SDK's line is dropped while we build ours."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith("Invalid key value resource attribute pair")
 
 
-_resources_logger = logging.getLogger("opentelemetry.sdk.resources")
-if not any(isinstance(f, _ReportedByUs) for f in _resources_logger.filters):
-    _resources_logger.addFilter(_ReportedByUs())
+@contextlib.contextmanager
+def resource_items_reported_by_us() -> Iterator[None]:
+    """While our resource is built: the detector's raw line about a bad item is left out (we said it already).
+    Only then, so another library's resource detection logs as it always does."""
+    logger = logging.getLogger("opentelemetry.sdk.resources")
+    quiet = _ReportedByUs()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)

@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from .._internal import log as _log
 from ..redaction.masking import OTLP_EXPORTER_LOGGERS
@@ -105,28 +105,51 @@ _filter = _SuppressOurRetries()
 
 
 class _CountQueueFull(logging.Filter):
-    """The SDK's batch processors warn once per item they drop at a full queue ("Queue full, dropping Span.");
-    we count each drop by signal and say it once."""
+    """The SDK's batch processors warn once per item they drop at a full queue ("Queue full, dropping Span.").
+    A drop by one of our processors (it runs inside their `on_end` / `on_emit`, on the caller's thread) is counted
+    by signal and said once; every other processor's warning passes untouched to its owner's handlers."""
 
-    SIGNALS = {"Span": "traces", "Log": "logs"}
     hermes_otel_queue_full = True  # one of these per logger, whichever copy of this module installed it
 
     def filter(self, record: logging.LogRecord) -> bool:
+        signal = getattr(_current, "queueing", None)
+        if signal is None:
+            return True  # not ours
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - not ours to judge
             return True
-        if not (message.startswith(QUEUE_FULL) and message.endswith(".")):
+        if not message.startswith(QUEUE_FULL):
             return True
         try:
-            item = message[len(QUEUE_FULL):-1]
-            signal = self.SIGNALS.get(item, item)
             health.dropped[signal] += 1
             _log.once(f"queue-full:{signal}", "hermes-otel: the %s export queue is full (the exporter cannot keep up); "
                       "new items are dropped and counted in hermes.otel.exporter.dropped", signal)
         except Exception:  # noqa: BLE001 - a logging filter must not raise into the SDK
             pass
         return False
+
+
+class OurBatchSpanProcessor(BatchSpanProcessor):
+    """The SDK's batch span processor, marking its `on_end` as ours for the queue-full count."""
+
+    def on_end(self, span: Any) -> None:
+        _current.queueing = "traces"
+        try:
+            super().on_end(span)
+        finally:
+            _current.queueing = None
+
+
+class OurBatchLogRecordProcessor(BatchLogRecordProcessor):
+    """The SDK's batch log-record processor, marking its `on_emit` as ours for the queue-full count."""
+
+    def on_emit(self, log_record: Any) -> None:
+        _current.queueing = "logs"
+        try:
+            super().on_emit(log_record)
+        finally:
+            _current.queueing = None
 
 
 # The SDK's message and logger for a drop at a full batch queue (a contract test holds us to them).
@@ -150,7 +173,6 @@ def install_log_filter() -> None:
         queue_logger.filters.insert(0, _queue_filter)
 
 
-install_log_filter()  # at import: every pipeline of ours (Relay endpoints too) reports the same way
 
 
 def _collector(endpoint: str) -> str:

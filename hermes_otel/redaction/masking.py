@@ -143,9 +143,9 @@ OTLP_EXPORTER_LOGGERS = (
 # -- logging -----------------------------------------------------------------------------------------------------
 
 # Loggers that report our exports: our own, the OTLP exporters', and the SDK's processors and resource detector.
+OUR_LOGGERS = ("hermes_otel", "hermes_otel.middleware")
 LOGGERS = (
-    "hermes_otel",
-    "hermes_otel.middleware",
+    *OUR_LOGGERS,
     "opentelemetry.exporter.otlp.proto.common._internal",
     *OTLP_EXPORTER_LOGGERS,
     "opentelemetry.sdk._shared_internal",

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from hermes_otel._internal import log as _log
 from hermes_otel.emitter import Emitter
 from hermes_otel.exporters import health as health_module
-from hermes_otel.exporters.health import health
+from hermes_otel.exporters.health import OurBatchLogRecordProcessor, OurBatchSpanProcessor, health
 
 
 class Stuck(SpanExporter, LogRecordExporter):
@@ -69,11 +69,11 @@ def test_a_full_export_queue_counts_each_drop_and_says_it_once(caplog):
     health_module.install_log_filter()
     stuck = Stuck()
     spans = TracerProvider()
-    spans.add_span_processor(BatchSpanProcessor(stuck, max_queue_size=4, max_export_batch_size=2,
-                                                schedule_delay_millis=1))
+    spans.add_span_processor(OurBatchSpanProcessor(stuck, max_queue_size=4, max_export_batch_size=2,
+                                                   schedule_delay_millis=1))
     logs = LoggerProvider()
-    logs.add_log_record_processor(BatchLogRecordProcessor(stuck, max_queue_size=4, max_export_batch_size=2,
-                                                          schedule_delay_millis=1))
+    logs.add_log_record_processor(OurBatchLogRecordProcessor(stuck, max_queue_size=4, max_export_batch_size=2,
+                                                             schedule_delay_millis=1))
     before = dict(health.dropped)
     caplog.set_level(logging.WARNING)
     for _ in range(100):
@@ -89,3 +89,41 @@ def test_a_full_export_queue_counts_each_drop_and_says_it_once(caplog):
     stuck.release.set()
     spans.shutdown()
     logs.shutdown()
+
+
+def test_another_pipelines_full_queue_is_its_own(caplog):
+    """Issue 25, item 1.5: a host's processor in the same process (queue size 1) drops spans; its warnings reach
+    the host's handlers as the SDK emits them, and none of its drops is counted as ours."""
+    _log.reset()
+    health_module.install_log_filter()  # as when our own pipeline is live
+    stuck = Stuck()
+    host = TracerProvider()
+    host.add_span_processor(BatchSpanProcessor(stuck, max_queue_size=1, max_export_batch_size=1,
+                                               schedule_delay_millis=60_000))
+    before = health.dropped["traces"]
+    caplog.set_level(logging.WARNING, logger="opentelemetry.sdk._shared_internal")
+    for _ in range(50):
+        host.get_tracer("host").start_span("s").end()
+    full = [r for r in caplog.records if r.getMessage() == "Queue full, dropping Span."]
+    assert full  # what the SDK says (its own duplicate filter folds repeats), not swallowed by us
+    assert health.dropped["traces"] == before
+    stuck.release.set()
+    host.shutdown()
+
+
+def test_importing_the_plugin_changes_no_logger_but_its_own():
+    """Issue 25, item 1.5: no global side effect at import; the SDK's and other libraries' loggers are touched
+    only once a pipeline of ours is built (and then only our exports' and processors' records are ours)."""
+    import subprocess
+    import sys
+
+    probe = ("import logging\n"
+             "import opentelemetry.sdk.trace.export, opentelemetry.sdk._logs.export, opentelemetry.sdk.metrics\n"
+             "def filters():\n"
+             "    return {n: list(l.filters) for n, l in logging.Logger.manager.loggerDict.items()\n"
+             "            if isinstance(l, logging.Logger) and l.filters}\n"
+             "before = filters()\n"
+             "import hermes_otel, hermes_otel.plugin\n"
+             "print(sorted(n for n, f in filters().items() if f != before.get(n)))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "['hermes_otel', 'hermes_otel.middleware']"
