@@ -81,6 +81,10 @@ ATTRIBUTES: dict[str, str] = {
     sc.PLATFORM: "Hermes platform (`cli`, gateway platform name, ...).",
     sc.API_REQUEST_ID: "Hermes api_request_id (`{turn_id}:api:{n}`); shared by the retries of one request.",
     sc.API_ATTEMPT: "1, 2, ... for the attempts of the same api_request_id.",
+    sc.LLM_PURPOSE: "On an auxiliary model call (one Hermes makes outside its main loop): Hermes's task name, "
+        "`title_generation`, `compression`, `approval`, `vision`, `web_extract`, `session_search`, `mcp`, ... "
+        "(`auxiliary` when Hermes names none). Absent on the main loop's calls (`hermes-otel cost --by purpose` "
+        "shows them as `main`).",
     sc.API_MODE: "Hermes api_mode (`chat_completions`, `anthropic_messages`, `codex_responses`, ...).",
     sc.HERMES_PROVIDER: "Hermes's own provider id, verbatim.",
     sc.TOOL_STATUS: "Hermes's verdict from `post_tool_call`: `ok`, `error`, `blocked` or `cancelled`.",
@@ -166,7 +170,9 @@ SPANS: tuple[SpanDoc, ...] = (
         "chat {gen_ai.request.model}",
         "CLIENT",
         "One per provider attempt, around Hermes's whole `llm_execution` chain. A failed attempt is ERROR with an "
-        "`exception` event; retries of the same request share `hermes.api_request.id`.",
+        "`exception` event; retries of the same request share `hermes.api_request.id`. Also one per auxiliary "
+        "model call (titles, compression, smart approvals, ...: `hermes.llm.purpose`), under the span current "
+        "where Hermes makes it, else its session's turn.",
         (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.REQUEST_TEMPERATURE, sc.REQUEST_TOP_P, sc.REQUEST_TOP_K,
          sc.REQUEST_MAX_TOKENS, sc.REQUEST_SEED, sc.REQUEST_STOP, sc.REQUEST_FREQUENCY_PENALTY,
          sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_CHOICE_COUNT, sc.REQUEST_STREAM, sc.RESPONSE_MODEL, sc.RESPONSE_ID,
@@ -175,7 +181,7 @@ SPANS: tuple[SpanDoc, ...] = (
          sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
          sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
          sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON, cost.USAGE_COST, cost.USAGE_COST_STATUS,
-         cost.USAGE_COST_SOURCE, cost.USAGE_PRICING_VERSION, cost.USAGE_COST_REASON),
+         cost.USAGE_COST_SOURCE, cost.USAGE_PRICING_VERSION, cost.USAGE_COST_REASON, sc.LLM_PURPOSE),
     ),
     SpanDoc(
         "execute_tool {gen_ai.tool.name}",
@@ -236,7 +242,8 @@ EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "exception": ("The standard exception event on a failed span.", ()),
 }
 
-_CALL_METRIC_ATTRS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.SERVER_ADDRESS, sc.ERROR_TYPE)
+_CALL_METRIC_ATTRS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.SERVER_ADDRESS, sc.LLM_PURPOSE,
+                      sc.ERROR_TYPE)
 
 METRICS: tuple[MetricDoc, ...] = (
     MetricDoc(

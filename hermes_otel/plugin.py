@@ -15,6 +15,8 @@ from typing import Any
 
 from . import runtime
 from ._internal import log as _log
+from ._internal.safety import safely
+from .capture import auxiliary
 from .capture.hooks import callbacks
 from .capture.hooks_only import chat_callbacks
 from .capture.instrumentor import HermesInstrumentor, fallback_middleware
@@ -69,6 +71,7 @@ def _register(ctx: Any) -> None:
         for hook, callback in chat_callbacks(runtime.current_tracker).items():
             ctx.register_hook(hook, callback)
     if tracker is not None:
+        safely(auxiliary.instrument, runtime.current_tracker)  # model calls outside the main loop
         for hook, callback in callbacks().items():
             if hook not in result.settings.observer_exclude_hooks:
                 ctx.register_hook(hook, callback)

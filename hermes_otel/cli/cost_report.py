@@ -25,10 +25,11 @@ from ..cost import pricing as cost
 from ..redaction.masking import printable
 from . import view
 
-BY = ("session", "turn", "model", "profile", "subagent", "day")
+BY = ("session", "turn", "model", "profile", "subagent", "day", "purpose")
 SCHEMA = "hermes-otel.cost.v1"
 MAIN = "(main)"  # the subagent key of attempts made by no subagent
 UNKNOWN = "(unknown)"
+MAIN_PURPOSE = "main"  # the purpose key of the main loop's attempts
 _TOKENS = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
            ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens"),
            ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"),
@@ -177,6 +178,8 @@ def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
                 "profile": _str(top.get(cost.PROFILE)) or UNKNOWN,
                 "subagent": _role(span, by_id),
                 "day": dt.datetime.fromtimestamp(span["start_ns"] / 1e9, dt.UTC).date().isoformat(),
+                # an auxiliary call's Hermes task (titles, compression, ...); the main loop's calls carry none
+                "purpose": _str(attrs.get("hermes.llm.purpose")) or MAIN_PURPOSE,
             },
         )
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -81,6 +82,19 @@ class Chats:
         request = dict(request) if type(request) is dict else request
         return Call(span, labels, turn=turn, turn_id=text(context.get("turn_id")), key=api_request_id,
                     priced=(request, context))
+
+    def start_auxiliary(self, request: Mapping[str, Any], context: Mapping[str, Any],
+                        parent: otel_context.Context | None) -> Call:
+        """An auxiliary model call (a Hermes task outside the main loop): a `chat` span under `parent`.
+
+        No turn on the Call: its outcome must not mark (or clear) the turn's failed main attempt; it is
+        priced and rolled up through `context` (`session_id`, `turn_id`) like any attempt."""
+        attrs = sc.chat_request_attributes(request, context)
+        attrs[sc.LLM_PURPOSE] = text(context.get("purpose")) or "auxiliary"
+        span = self._tracer.start_span(f"{sc.OP_CHAT} {attrs.get(sc.REQUEST_MODEL, '')}".strip(), context=parent,
+                                       kind=SpanKind.CLIENT, attributes=attrs)
+        labels = {k: attrs[k] for k in (*_CHAT_METRIC_KEYS, sc.LLM_PURPOSE) if k in attrs}
+        return Call(span, labels, turn_id=text(context.get("turn_id")), priced=(dict(request), dict(context)))
 
     def finish(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
         span, duration = call.span, time.monotonic() - call.started
