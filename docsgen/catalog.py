@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hermes_otel import semconv as sc
+from hermes_otel.capture import logs as hermes_logs
 from hermes_otel.capture.bridge import (
     CONTENT_KEYS,
     HOOK_ATTR,
@@ -327,6 +328,18 @@ LOG_ATTRIBUTES: dict[str, tuple[str, ...]] = {
     hook: (cost.SESSION_COST, cost.SESSION_COST_STATUS) for hook in sorted(SESSION_COST_HOOKS)
 }
 
+# Hermes's own log lines (capture/logs.py): their attributes.
+HERMES_LOG_ATTRIBUTES: dict[str, str] = {
+    hermes_logs.LOGGER_ATTR: "The Hermes logger that wrote the line (`agent.conversation_loop`, `tools.terminal_tool`, "
+    "...).",
+    "code.function.name": "The function that logged it.",
+    "code.file.path": "Its source file.",
+    "code.line.number": "Its line.",
+    "exception.type": "The exception class, when the line was logged with one.",
+    "exception.message": "The exception's message, masked.",
+    "exception.stacktrace": "The formatted traceback, masked.",
+}
+
 RESOURCE: dict[str, str] = {
     "service.name": "`hermes-agent` unless configured.",
     "service.version": "The installed hermes-agent version.",
@@ -382,6 +395,17 @@ def telemetry_markdown() -> str:
         "The body holds content only under capture (`EVENT_ONLY`, `SPAN_AND_EVENT`): the payload's "
         + ", ".join(f"`{k}`" for k in CONTENT_KEYS)
         + " fields, redacted and capped. Conversation history is never exported.",
+        "",
+        "### Hermes's own log lines",
+        "",
+        f"Hermes's own log lines (its loggers: `agent.*`, `tools.*`, `hermes_cli.*`, `gateway.*`, ...), at "
+        "`logs.hermes_level` (`HERMES_OTEL_HERMES_LOG_LEVEL`, default `warning`) and above, are log records of the "
+        f"instrumentation scope `{hermes_logs.SCOPE}`, without an `event_name`: the line's text as the body (masked "
+        "like our own lines: configured secrets and credential patterns never leave), its level as the severity, "
+        "and the trace and span ids of the span active where it was logged, else of the open turn of the session "
+        "Hermes tagged the line with, else none. Our own log lines and the observer records are never among them.",
+        "",
+        *_table(HERMES_LOG_ATTRIBUTES.items()),
         "",
     ]
     out += ["## Metrics", "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]

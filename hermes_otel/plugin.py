@@ -17,6 +17,7 @@ from . import runtime
 from ._internal import log as _log
 from ._internal.safety import safely
 from .capture import auxiliary
+from .capture import logs as hermes_logs
 from .capture.hooks import callbacks
 from .capture.hooks_only import chat_callbacks
 from .capture.instrumentor import HermesInstrumentor, fallback_middleware
@@ -72,6 +73,10 @@ def _register(ctx: Any) -> None:
             ctx.register_hook(hook, callback)
     if tracker is not None:
         safely(auxiliary.instrument, runtime.current_tracker)  # model calls outside the main loop
+    settings = result.settings
+    safely(hermes_logs.install, runtime.hermes_log_sink,
+           settings.hermes_log_level if tracker is not None and settings.logs_enabled else "off")
+    if tracker is not None:
         for hook, callback in callbacks().items():
             if hook not in result.settings.observer_exclude_hooks:
                 ctx.register_hook(hook, callback)

@@ -106,6 +106,7 @@ class Settings:
     collector_health_check: str  # the Collector's health_check URL (doctor only)
     logs_enabled: bool
     metrics_enabled: bool  # false also when metrics_exporter is "none"
+    hermes_log_level: str = "warning"  # Hermes's own log lines bridged at this level and above (or "off")
     # -- derived --
     enabled: bool = True
     otlp: Mapping[str, OTLPTarget] = field(default_factory=dict)  # signal -> target

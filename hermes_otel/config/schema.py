@@ -26,6 +26,7 @@ CAPTURE_MODES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
 PROTOCOLS = ("http/protobuf", "grpc")
 COMPRESSIONS = ("none", "gzip")
 METRICS_EXPORTERS = ("otlp", "prometheus", "none")
+HERMES_LOG_LEVELS = ("off", "debug", "info", "warning", "error", "critical")
 SAMPLERS = (
     "always_on",
     "always_off",
@@ -217,6 +218,12 @@ FIELDS: tuple[Field, ...] = (
           "doctor` asks it whether the Collector is ready. Empty: the doctor tries port 13133 on the OTLP endpoint's "
           "host and says what it found.", env="HERMES_OTEL_COLLECTOR_HEALTH_CHECK", attr="collector_health_check"),
     Field("logs.enabled", bool, True, "Export the observer log stream.", attr="logs_enabled"),
+    Field("logs.hermes_level", str, "warning",
+          "Hermes's own log lines (its loggers: `agent.*`, `tools.*`, `hermes_cli.*`, `gateway.*`, ...) at this "
+          "level and above become OTel log records carrying the trace and span ids of the span active where they "
+          "were logged, masked like ours. `off` turns the bridge off. Hermes's own logging level still decides "
+          "which lines exist (its `agent.log` is INFO).", env="HERMES_OTEL_HERMES_LOG_LEVEL",
+          choices=HERMES_LOG_LEVELS, attr="hermes_log_level"),
     Field("metrics.enabled", bool, True, "Export metrics.", attr="metrics_enabled"),
 )
 

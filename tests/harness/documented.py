@@ -22,10 +22,14 @@ def _doc_for(span) -> catalog.SpanDoc:
 
 
 def assert_documented(spans: Sequence, metrics: Sequence = (), logs: Sequence = ()) -> None:
+    from hermes_otel.capture import logs as hermes_logs
     from hermes_otel.capture.bridge import HOOK_ATTR, KNOWN_HOOKS, SCHEMA_ATTR, STRING_KEYS
 
     strings = {f"hermes.{k}" for k in STRING_KEYS} | {HOOK_ATTR, SCHEMA_ATTR}
     for record in logs:
+        if record.scope_name == hermes_logs.SCOPE:  # one of Hermes's own log lines
+            assert not record.event_name and set(record.attributes) <= set(catalog.HERMES_LOG_ATTRIBUTES), record
+            continue
         assert record.event_name.startswith("hermes.observer.")
         hook = record.event_name.removeprefix("hermes.observer.")
         assert hook in KNOWN_HOOKS
