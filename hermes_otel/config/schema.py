@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import presets
+
 COMPONENT_KIND = "hermes_otel"
 
 # Component kinds NeMo Relay defines. We recognise them so that a document
@@ -82,6 +84,11 @@ def _days_to_s(value: float) -> float:
 
 
 FIELDS: tuple[Field, ...] = (
+    Field("backend", str, "",
+          "A backend preset: the endpoint, protocol, auth headers (from the vendor's own environment variables), "
+          "resource attributes and attribute flavour of that backend (see the backends page). Explicit `otlp.*` "
+          "settings and `OTEL_EXPORTER_OTLP_*` variables win, key by key.", env="HERMES_OTEL_BACKEND",
+          choices=presets.NAMES, attr="backend"),
     Field("service_name", str, "hermes-agent", "`service.name` of the resource.", env="OTEL_SERVICE_NAME",
           attr="service_name"),
     Field("resource_attributes", dict, {}, "Extra resource attributes (string values).",
