@@ -16,7 +16,7 @@ from typing import Any
 from . import runtime
 from ._internal import log as _log
 from ._internal.safety import safely
-from .capture import auxiliary
+from .capture import auxiliary, http_client
 from .capture import logs as hermes_logs
 from .capture.hooks import callbacks
 from .capture.hooks_only import chat_callbacks
@@ -73,6 +73,8 @@ def _register(ctx: Any) -> None:
             ctx.register_hook(hook, callback)
     if tracker is not None:
         safely(auxiliary.instrument, runtime.current_tracker)  # model calls outside the main loop
+        if result.settings.http_client_spans:  # (turned off later, the live provider lookup says None)
+            safely(http_client.instrument, runtime.http_tracer_provider)
     settings = result.settings
     safely(hermes_logs.install, runtime.hermes_log_sink,
            settings.hermes_log_level if tracker is not None and settings.logs_enabled else "off")

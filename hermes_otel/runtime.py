@@ -65,6 +65,14 @@ def current_telemetry() -> telemetry.Telemetry | None:
     return _state.telemetry
 
 
+def http_tracer_provider() -> TracerProvider | None:
+    """The provider of HTTP client spans (capture/http_client.py): None while telemetry or the setting is off."""
+    live = _state.telemetry
+    if live is None or _state.tracker is None or not live.settings.http_client_spans:
+        return None
+    return live.tracer_provider
+
+
 def hermes_log_sink() -> tuple | None:
     """Where Hermes's own log lines go (capture/logs.py): None while telemetry or the log stream is off."""
     return _state.hermes_logs if _state.tracker is not None else None

@@ -108,6 +108,7 @@ class Settings:
     logs_enabled: bool
     metrics_enabled: bool  # false also when metrics_exporter is "none"
     backend: str = ""  # a backend preset (config/presets.py), or ""
+    http_client_spans: bool = True  # HTTP client spans + traceparent for requests under our spans
     hermes_log_level: str = "warning"  # Hermes's own log lines bridged at this level and above (or "off")
     # -- derived --
     enabled: bool = True

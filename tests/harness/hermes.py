@@ -53,9 +53,15 @@ def write_home(home: Path, base_url: str, *, enable: bool = True, plugins: tuple
     return home
 
 
+# Off in the tests unless a test is about them: HTTP client spans and Hermes's own log lines as records (both on by
+# default) would add to every exact tree and record list.
+QUIET_DEFAULTS = {"HERMES_OTEL_HTTP_CLIENT_SPANS": "false", "HERMES_OTEL_HERMES_LOG_LEVEL": "off"}
+
+
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
-    """The test process's environment without OTEL_/HERMES_ settings, plus `extra`."""
+    """The test process's environment without OTEL_/HERMES_ settings (but QUIET_DEFAULTS), plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
+    env.update(QUIET_DEFAULTS)
     env.update(HERMES_HOME=str(home), NO_COLOR="1", PYTHONUNBUFFERED="1")
     env.update(extra)
     return env

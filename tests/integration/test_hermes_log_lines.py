@@ -19,7 +19,17 @@ pytestmark = pytest.mark.hermes
 SECRET = "sk-live-0123456789abcdefghijklmnop"
 
 
-def test_a_provider_failure_logged_by_hermes_lands_in_its_turn(traced, llm, receiver):
+@pytest.fixture
+def bridged(traced, monkeypatch):
+    """The bridge at its default level (the test suite runs with it off)."""
+    from hermes_cli.plugins import discover_plugins
+
+    monkeypatch.delenv("HERMES_OTEL_HERMES_LOG_LEVEL")
+    discover_plugins(force=True)
+    return traced
+
+
+def test_a_provider_failure_logged_by_hermes_lands_in_its_turn(bridged, traced, llm, receiver):
     llm.push(Reply.error(500, f"upstream overloaded key={SECRET}"), Reply(content="ok"))
     assert run_agent(llm.base_url, "hello")["final_response"] == "ok"
     logging.getLogger("hermes_otel").warning("hermes-otel: a line of ours, not Hermes's")
