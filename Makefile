@@ -10,6 +10,8 @@ PROMETHEUS      := $(CACHE)/prometheus/usr/bin/prometheus
 VALGRIND        := $(CACHE)/valgrind/usr/bin/valgrind
 PHOENIX_VERSION := 20.26.1
 PHOENIX_STAMP   := $(CACHE)/phoenix-venv/.installed-$(PHOENIX_VERSION)
+MLFLOW_VERSION  := 3.17.2
+MLFLOW_STAMP    := $(CACHE)/mlflow-venv/.installed-$(MLFLOW_VERSION)
 export HERMES_OTEL_BACKENDS := $(abspath $(CACHE))
 
 # Our Collector distribution and Jaeger v2, built from Go modules pinned in go.mod/go.sum.
@@ -64,6 +66,14 @@ $(PHOENIX_STAMP):
 	test -x $(CACHE)/phoenix-venv/bin/phoenix
 	@touch $@
 
+# An MLflow tracking server (OTLP ingestion at /v1/traces) in a venv of its own, like Phoenix.
+$(MLFLOW_STAMP):
+	rm -rf $(CACHE)/mlflow-venv
+	$(PYTHON) -m venv $(CACHE)/mlflow-venv
+	$(CACHE)/mlflow-venv/bin/python -m pip --disable-pip-version-check -q install 'mlflow==$(MLFLOW_VERSION)'
+	test -x $(CACHE)/mlflow-venv/bin/mlflow
+	@touch $@
+
 $(OTELCOL): $(COLLECTOR_DIST)/go.mod $(COLLECTOR_DIST)/go.sum $(wildcard $(COLLECTOR_DIST)/*.go)
 	mkdir -p $(@D)
 	cd $(COLLECTOR_DIST) && $(GO) build -trimpath -ldflags='-s -w' -o $(abspath $@) .
@@ -81,7 +91,7 @@ else
 GO_BACKENDS := $(OTELCOL) $(JAEGER)
 endif
 
-backends: $(PROMETHEUS) $(PHOENIX_STAMP) $(GO_BACKENDS)  ## fetch/build the real backends the live tests start
+backends: $(PROMETHEUS) $(PHOENIX_STAMP) $(MLFLOW_STAMP) $(GO_BACKENDS)  ## fetch/build the real backends the live tests start
 
 test: $(VENV)/.test-installed backends  ## the whole suite (unit + real Hermes integration + live backends)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

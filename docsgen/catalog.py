@@ -111,8 +111,10 @@ ATTRIBUTES: dict[str, str] = {
     sc.SUBAGENT_DURATION_MS: "The subagent's duration as Hermes measured it.",
     sc.SUBAGENT_CHILD_SESSION: "The subagent's session id (its turns' `gen_ai.conversation.id`).",
     sc.SUBAGENT_ID: "Hermes's subagent id.",
-    "gen_ai.input.messages": "Content capture (SPAN_ONLY / SPAN_AND_EVENT): the turn's user message, redacted, capped.",
-    "gen_ai.output.messages": "Content capture: the turn's final assistant response, redacted, capped.",
+    "gen_ai.input.messages": "Content capture (SPAN_ONLY / SPAN_AND_EVENT): the turn's user message; on a `chat` span "
+    "the messages of the request. Redacted, capped.",
+    "gen_ai.output.messages": "Content capture: the turn's final assistant response; on a `chat` span the response's "
+    "message (text and tool calls). Redacted, capped.",
     "gen_ai.tool.call.arguments": "Content capture: the tool's (effective) arguments, redacted, capped.",
     "gen_ai.tool.call.result": "Content capture: the tool's result, redacted, capped.",
     mw.KIND: "Middleware kind: `llm_request`, `tool_request`, `llm_execution`, `tool_execution`.",
@@ -182,7 +184,8 @@ SPANS: tuple[SpanDoc, ...] = (
          sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
          sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
          sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON, cost.USAGE_COST, cost.USAGE_COST_STATUS,
-         cost.USAGE_COST_SOURCE, cost.USAGE_PRICING_VERSION, cost.USAGE_COST_REASON, sc.LLM_PURPOSE),
+         cost.USAGE_COST_SOURCE, cost.USAGE_PRICING_VERSION, cost.USAGE_COST_REASON, sc.LLM_PURPOSE,
+         "gen_ai.input.messages", "gen_ai.output.messages"),
     ),
     SpanDoc(
         "execute_tool {gen_ai.tool.name}",

@@ -130,7 +130,8 @@ def _start(tracker: Tracker, args: tuple, kwargs: dict) -> Call | None:
         return None
     try:
         parent, session_id, turn_id = _placement(tracker)
-        request = {k: kwargs[k] for k in ("model", "temperature", "max_tokens") if kwargs.get(k) is not None}
+        request = {k: kwargs[k] for k in ("model", "temperature", "max_tokens", "messages")
+                   if kwargs.get(k) is not None}
         context = {k: kwargs[k] for k in ("provider", "base_url") if isinstance(kwargs.get(k), str) and kwargs[k]}
         context.update(purpose=task if isinstance(task, str) and task else None, session_id=session_id,
                        turn_id=turn_id)

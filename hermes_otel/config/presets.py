@@ -42,11 +42,12 @@ class Header:
     form: str = "raw"
     required: bool = True
     secret: bool = True  # a credential: masked wherever it could be shown (a project name is not)
+    default: str = ""  # sent when the variable is unset (a header the backend requires)
 
     def value(self, env: Mapping[str, str]) -> str | None:
         parts = [var[1:] if var.startswith("=") else env.get(var, "").strip() for var in self.env]
         if not all(parts):
-            return None
+            return self.default or None
         if self.form == "bearer":
             return f"Bearer {parts[0]}"
         if self.form == "basic":
@@ -56,6 +57,8 @@ class Header:
     def describe(self) -> str:
         names = [v[1:] if v.startswith("=") else f"${v}" for v in self.env]
         shown = {"bearer": f"Bearer {names[0]}", "basic": f"Basic base64({':'.join(names)})"}.get(self.form, names[0])
+        if self.default:
+            return f"`{self.name}: {shown}` (else `{self.default}`)"
         return f"`{self.name}: {shown}`" + ("" if self.required else " (when set)")
 
 
@@ -112,9 +115,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
                     Header("Langsmith-Project", ("LANGSMITH_PROJECT",), required=False, secret=False)),
            docs="https://docs.langchain.com/langsmith/trace-with-opentelemetry"),
     Preset("mlflow", "MLflow", "http://localhost:5000", ("MLFLOW_TRACKING_URI",), signals=_TRACES,
-           headers=(Header("x-mlflow-experiment-id", ("MLFLOW_EXPERIMENT_ID",), required=False, secret=False),),
+           headers=(Header("x-mlflow-experiment-id", ("MLFLOW_EXPERIMENT_ID",), secret=False, default="0"),),
            docs="https://mlflow.org/docs/latest/genai/tracing/opentelemetry/ingest/",
-           note="Without `MLFLOW_EXPERIMENT_ID` the server files traces under experiment `0` (Default)."),
+           note="The server requires the experiment header: without `MLFLOW_EXPERIMENT_ID` it is `0` (the Default "
+           "experiment)."),
     Preset("weave", "W&B Weave", "https://trace.wandb.ai", ("WANDB_BASE_URL",), path="/otel", signals=_TRACES,
            headers=(Header("wandb-api-key", ("WANDB_API_KEY",)),),
            resource=(("wandb.entity", "WANDB_ENTITY", ""), ("wandb.project", "WANDB_PROJECT", "")),

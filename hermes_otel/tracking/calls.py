@@ -31,6 +31,35 @@ DENIED = ("deny", "timeout", "smart_deny")
 AttachEvents = Callable[[Span, str, str], None]
 
 
+INPUT_OUTPUT = ("gen_ai.input.messages", "gen_ai.output.messages")
+
+
+def _capture_input(attrs: dict[str, Any], request: Any) -> None:
+    messages = request.get("messages") if isinstance(request, Mapping) else None
+    if messages is not None:
+        attrs[INPUT_OUTPUT[0]] = content.to_json(messages)
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def _output_messages(response: Any) -> list[dict[str, Any]]:
+    """The response's messages (role, text, tool calls), from an SDK object, Hermes's namespace or a dict."""
+    out = []
+    for choice in _field(response, "choices") or ():
+        message = _field(choice, "message")
+        if message is None:
+            continue
+        functions = [_field(c, "function") for c in _field(message, "tool_calls") or ()]
+        calls = [{"name": _field(f, "name"), "arguments": _field(f, "arguments")} for f in functions]
+        item: dict[str, Any] = {"role": _field(message, "role") or "assistant", "content": _field(message, "content")}
+        if calls:
+            item["tool_calls"] = calls
+        out.append(item)
+    return out
+
+
 @dataclass(slots=True)
 class Call:
     """An open chat or tool span plus what its end needs."""
@@ -51,8 +80,9 @@ class Chats:
     """Provider attempts: one `chat` span per attempt; a failed one waits for Hermes's `api_request_error`."""
 
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, turns: Turns, limit: int,
-                 attach_events: AttachEvents, emitter: Any, costs: Any = None) -> None:
+                 attach_events: AttachEvents, emitter: Any, costs: Any = None, capture: bool = False) -> None:
         self._tracer = tracer
+        self._capture = capture  # content on spans: the call's messages in, its message out (redacted, capped)
         self._metrics = metrics
         self._turns = turns
         self._attach_events = attach_events
@@ -64,6 +94,8 @@ class Chats:
         turn = self._turns.ensure(context.get("turn_id"), context.get("session_id"), context)
         api_request_id = text(context.get("api_request_id"))
         attrs = sc.chat_request_attributes(request, context)
+        if self._capture:
+            _capture_input(attrs, request)
         if api_request_id:
             previous = self.failed.pop(api_request_id)
             if previous is not None:  # its api_request_error never came: the retry ends it
@@ -91,6 +123,8 @@ class Chats:
         priced and rolled up through `context` (`session_id`, `turn_id`) like any attempt."""
         attrs = sc.chat_request_attributes(request, context)
         attrs[sc.LLM_PURPOSE] = text(context.get("purpose")) or "auxiliary"
+        if self._capture:
+            _capture_input(attrs, request)
         span = self._tracer.start_span(f"{sc.OP_CHAT} {attrs.get(sc.REQUEST_MODEL, '')}".strip(), context=parent,
                                        kind=SpanKind.CLIENT, attributes=attrs)
         labels = {k: attrs[k] for k in (*_CHAT_METRIC_KEYS, sc.LLM_PURPOSE) if k in attrs}
@@ -120,6 +154,10 @@ class Chats:
     def _done(self, call: Call, response: Any, end_ns: int, duration: float) -> None:
         span, context = call.span, trace.set_span_in_context(call.span)
         attrs = sc.chat_response_attributes(response)
+        if self._capture:
+            output = _output_messages(response)
+            if output:
+                attrs[INPUT_OUTPUT[1]] = content.to_json(output)
         if self._costs is not None and call.priced is not None:  # the price goes on with the response's attributes
             self._costs.record(span, call.priced[0], call.priced[1], response, attrs)
         span.set_attributes(attrs)

@@ -123,7 +123,7 @@ def test_the_plugins_toml_key(tmp_path):
                            path=doc)
     assert result.problems == ()
     assert result.settings.otlp["traces"].endpoint == "http://127.0.0.1:5000/v1/traces"
-    assert dict(result.settings.otlp["traces"].headers) == {}
+    assert dict(result.settings.otlp["traces"].headers) == {"x-mlflow-experiment-id": "0"}  # the server requires it
 
 
 def test_missing_vendor_variables_are_said_without_secrets():
