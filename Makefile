@@ -58,21 +58,24 @@ $(VALGRIND):
 	dpkg -x "$$(ls -t $(CACHE)/deb/valgrind_*.deb | head -n 1)" $(CACHE)/valgrind
 	test -x $@
 
-# Arize Phoenix in a venv of its own (~850 MB), never in the project's.
-$(PHOENIX_STAMP):
-	rm -rf $(CACHE)/phoenix-venv
-	$(PYTHON) -m venv $(CACHE)/phoenix-venv
-	$(CACHE)/phoenix-venv/bin/python -m pip --disable-pip-version-check -q install 'arize-phoenix==$(PHOENIX_VERSION)'
-	test -x $(CACHE)/phoenix-venv/bin/phoenix
-	@touch $@
+# A server from PyPI in a venv of its own under $(CACHE), never in the project's:
+# $(1) the venv's name, $(2) the requirement, $(3) the program it must provide.
+define server_venv
+rm -rf $(CACHE)/$(1)
+$(PYTHON) -m venv $(CACHE)/$(1)
+$(CACHE)/$(1)/bin/python -m pip --disable-pip-version-check -q install '$(2)'
+test -x $(CACHE)/$(1)/bin/$(3)
+@touch $@
+endef
 
-# An MLflow tracking server (OTLP ingestion at /v1/traces) in a venv of its own, like Phoenix.
+# Arize Phoenix (~850 MB).
+$(PHOENIX_STAMP):
+	$(call server_venv,phoenix-venv,arize-phoenix==$(PHOENIX_VERSION),phoenix)
+
+# An MLflow tracking server (OTLP ingestion at /v1/traces).
 $(MLFLOW_STAMP):
-	rm -rf $(CACHE)/mlflow-venv
-	$(PYTHON) -m venv $(CACHE)/mlflow-venv
-	$(CACHE)/mlflow-venv/bin/python -m pip --disable-pip-version-check -q install 'mlflow==$(MLFLOW_VERSION)'
-	test -x $(CACHE)/mlflow-venv/bin/mlflow
-	@touch $@
+	$(call server_venv,mlflow-venv,mlflow==$(MLFLOW_VERSION),mlflow)
+
 
 $(OTELCOL): $(COLLECTOR_DIST)/go.mod $(COLLECTOR_DIST)/go.sum $(wildcard $(COLLECTOR_DIST)/*.go)
 	mkdir -p $(@D)

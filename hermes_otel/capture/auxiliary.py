@@ -17,10 +17,11 @@ Streamed calls (`stream=True`) return a raw iterator and pass untraced.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import wrapt
@@ -87,41 +88,43 @@ def _wrap_entry_points(module: Any, tracker_source: TrackerSource) -> bool:
 
 
 def _sync(tracker_source: TrackerSource, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    tracker = tracker_source()
-    call = _start(tracker, args, kwargs) if tracker is not None else None
-    if call is None:
+    tracker, call = _begin(tracker_source, args, kwargs)
+    if tracker is None or call is None:
         return wrapped(*args, **kwargs)
-    assert tracker is not None
-    token, active = otel_context.attach(trace.set_span_in_context(call.span)), _ACTIVE.set(call)
-    try:
+    with _current(tracker, call):
         response = wrapped(*args, **kwargs)
-    except BaseException as exc:
-        safely(_finish, tracker, call, None, exc)
-        raise
-    finally:
-        _ACTIVE.reset(active)
-        otel_context.detach(token)
     safely(_finish, tracker, call, response, None)
     return response
 
 
 async def _async(tracker_source: TrackerSource, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    tracker = tracker_source()
-    call = _start(tracker, args, kwargs) if tracker is not None else None
-    if call is None:
+    tracker, call = _begin(tracker_source, args, kwargs)
+    if tracker is None or call is None:
         return await wrapped(*args, **kwargs)
-    assert tracker is not None
+    with _current(tracker, call):
+        response = await wrapped(*args, **kwargs)
+    safely(_finish, tracker, call, response, None)
+    return response
+
+
+def _begin(tracker_source: TrackerSource, args: tuple, kwargs: dict) -> tuple[Tracker | None, Call | None]:
+    tracker = tracker_source()
+    return tracker, (_start(tracker, args, kwargs) if tracker is not None else None)
+
+
+@contextlib.contextmanager
+def _current(tracker: Tracker, call: Call) -> Iterator[None]:
+    """The call's span current (HTTP client spans nest under it) and its route learnt; an exception is recorded
+    on it and re-raised untouched."""
     token, active = otel_context.attach(trace.set_span_in_context(call.span)), _ACTIVE.set(call)
     try:
-        response = await wrapped(*args, **kwargs)
+        yield
     except BaseException as exc:
         safely(_finish, tracker, call, None, exc)
         raise
     finally:
         _ACTIVE.reset(active)
         otel_context.detach(token)
-    safely(_finish, tracker, call, response, None)
-    return response
 
 
 def _start(tracker: Tracker, args: tuple, kwargs: dict) -> Call | None:

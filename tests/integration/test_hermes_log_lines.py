@@ -11,7 +11,7 @@ import pytest
 from hermes_otel.capture.logs import LOGGER_ATTR, SCOPE
 from hermes_otel.testing.fake_llm import Reply
 from tests.harness.documented import assert_documented
-from tests.harness.hermes import run_agent
+from tests.harness.hermes import at_default, run_agent
 from tests.harness.trees import only
 
 pytestmark = pytest.mark.hermes
@@ -22,10 +22,7 @@ SECRET = "sk-live-0123456789abcdefghijklmnop"
 @pytest.fixture
 def bridged(traced, monkeypatch):
     """The bridge at its default level (the test suite runs with it off)."""
-    from hermes_cli.plugins import discover_plugins
-
-    monkeypatch.delenv("HERMES_OTEL_HERMES_LOG_LEVEL")
-    discover_plugins(force=True)
+    at_default(monkeypatch, "HERMES_OTEL_HERMES_LOG_LEVEL")
     return traced
 
 

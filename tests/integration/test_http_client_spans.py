@@ -8,7 +8,7 @@ import pytest
 
 from hermes_otel.capture.http_client import masked_url
 from hermes_otel.testing.fake_llm import Reply
-from tests.harness.hermes import run_agent
+from tests.harness.hermes import at_default, run_agent
 from tests.harness.trees import only
 
 pytestmark = pytest.mark.hermes
@@ -22,10 +22,7 @@ def _turn(traced, receiver):
 @pytest.fixture
 def spans_on(traced, monkeypatch):
     """HTTP client spans at their default, on (the test suite runs with them off)."""
-    from hermes_cli.plugins import discover_plugins
-
-    monkeypatch.delenv("HERMES_OTEL_HTTP_CLIENT_SPANS")
-    discover_plugins(force=True)
+    at_default(monkeypatch, "HERMES_OTEL_HTTP_CLIENT_SPANS")
     return traced
 
 
