@@ -369,6 +369,16 @@ def telemetry_markdown() -> str:
     for span in (*SPANS, *MIDDLEWARE_SPANS):
         out += [f"### `{span.name}` ({span.kind})", "", span.description, ""]
         out += _table((a, ATTRIBUTES[a]) for a in span.attributes) + [""]
+    out += [
+        "### HTTP client spans",
+        "",
+        "With `http.client_spans` (on by default), each request Hermes's model or MCP clients send under one of "
+        "our spans is also a CLIENT span of the contrib instrumentation (scope "
+        "`opentelemetry.instrumentation.httpx`, its own HTTP names: `POST`, `http.method`, `http.url` with keys in "
+        "the query masked, `http.status_code`), under the span that made it, and the request carries it in "
+        "`traceparent` ([backends](backends.md#traces-that-continue-into-model-and-mcp-servers)).",
+        "",
+    ]
     out += ["## Span events", ""]
     for name, (description, attrs) in EVENTS.items():
         out += [f"### `{name}`", "", description, ""]
