@@ -85,6 +85,10 @@ def test_auxiliary_calls_are_chat_spans_priced_and_rolled_up(smart, traced, rece
     assert verdict.attributes["gen_ai.request.temperature"] == 0
     # The verdict is in the turn's total (the title came after the turn ended).
     assert root.attributes["hermes.turn.cost"] == float(usd(FIRST) + usd(VERDICT) + usd(FINAL))
-    # Hermes's own session total (what `/usage` shows) is the main loop's; ours adds the calls it does not see.
+    # Hermes's own session total (what `/usage` shows) is the main loop's; ours adds the calls it does not see,
+    # the title too (it came after the turn: in the session's total, not the turn's).
     assert round(agent.session_estimated_cost_usd, 12) == round(float(usd(FIRST) + usd(FINAL)), 12)
+    session = traced.current_tracker().costs.session_attributes(agent.session_id)
+    assert session == {"hermes.session.cost": float(usd(FIRST) + usd(VERDICT) + usd(FINAL) + usd(TITLE)),
+                       "hermes.session.cost_status": "estimated"}
     assert_documented(spans, logs=receiver.logs())
