@@ -52,9 +52,16 @@ def instrument(tracker_source: TrackerSource) -> bool:
     module = _module()
     if module is None:
         return False
-    if callable(getattr(module, ROUTE, None)) and not isinstance(getattr(module, ROUTE), wrapt.FunctionWrapper):
-        wrapt.wrap_function_wrapper(module, ROUTE, _routed)
+    route = getattr(module, ROUTE, None)
+    if callable(route) and not getattr(route, "_self_hermes_otel", False):
+        setattr(module, ROUTE, _ours(wrapt.FunctionWrapper(route, _routed)))
     return _wrap_entry_points(module, tracker_source)
+
+
+def _ours(wrapper: Any) -> Any:
+    """Marked as ours (on the wrapper itself): another plugin's wrapt wrapper is wrapped in turn, not mistaken."""
+    wrapper._self_hermes_otel = True
+    return wrapper
 
 
 def _module() -> Any:
@@ -75,10 +82,10 @@ def _wrap_entry_points(module: Any, tracker_source: TrackerSource) -> bool:
         original = getattr(module, name, None)
         if not callable(original):
             continue
-        if isinstance(original, wrapt.FunctionWrapper):  # a re-register: the wrapper reads the live tracker
+        if getattr(original, "_self_hermes_otel", False):  # a re-register: the wrapper reads the live tracker
             done = True
             continue
-        traced = wrapt.FunctionWrapper(original, functools.partial(wrapper, tracker_source))
+        traced = _ours(wrapt.FunctionWrapper(original, functools.partial(wrapper, tracker_source)))
         setattr(module, name, traced)
         for loaded, held in list(sys.modules.items()):
             if loaded.split(".")[0] in _CALLERS and getattr(held, name, None) is original:
