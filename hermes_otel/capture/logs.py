@@ -134,10 +134,12 @@ _lock = threading.Lock()
 
 
 def install(sink: Sink, level: str) -> None:
-    """Put the bridge on the root logger (once) at `level` (`off`: it stays, passing nothing)."""
+    """Put the bridge on the root logger (one bridge per process) at `level` (`off`: it stays, passing nothing)."""
     global _bridge
     with _lock:
         if _bridge is None:
             _bridge = HermesLogBridge(sink)
-            logging.getLogger().addHandler(_bridge)
+        root = logging.getLogger()
+        if _bridge not in root.handlers:  # first time, or someone reset the root logger's handlers since
+            root.addHandler(_bridge)
         _bridge.setLevel(logging.CRITICAL + 1 if level == "off" else logging.getLevelName(level.upper()))

@@ -140,3 +140,21 @@ def test_names_and_severities():
         True, True, True, True, False, False, False]
     assert [severity(level).name for level in (5, 10, 20, 30, 40, 50)] == [
         "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]
+
+
+def test_install_puts_one_bridge_on_the_root_logger_and_follows_the_level():
+    from hermes_otel.capture import logs
+
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        logs.install(lambda: None, "warning")
+        logs.install(lambda: None, "error")  # a re-register: the same bridge, the new level
+        bridges = [h for h in root.handlers if isinstance(h, HermesLogBridge)]
+        assert len(bridges) == 1 and bridges[0].level == logging.ERROR
+        root.removeHandler(bridges[0])  # someone reset the root logger's handlers
+        logs.install(lambda: None, "off")
+        assert [h for h in root.handlers if isinstance(h, HermesLogBridge)] == bridges
+        assert bridges[0].level > logging.CRITICAL
+    finally:
+        root.handlers[:] = before
