@@ -139,6 +139,7 @@ def install(sink: Sink, level: str) -> None:
     with _lock:
         if _bridge is None:
             _bridge = HermesLogBridge(sink)
+        _bridge._sink = sink
         root = logging.getLogger()
         if _bridge not in root.handlers:  # first time, or someone reset the root logger's handlers since
             root.addHandler(_bridge)

@@ -146,7 +146,7 @@ def test_install_puts_one_bridge_on_the_root_logger_and_follows_the_level():
     from hermes_otel.capture import logs
 
     root = logging.getLogger()
-    before = list(root.handlers)
+    before, installed = list(root.handlers), logs._bridge
     try:
         logs.install(lambda: None, "warning")
         logs.install(lambda: None, "error")  # a re-register: the same bridge, the new level
@@ -158,3 +158,4 @@ def test_install_puts_one_bridge_on_the_root_logger_and_follows_the_level():
         assert bridges[0].level > logging.CRITICAL
     finally:
         root.handlers[:] = before
+        logs._bridge = installed
