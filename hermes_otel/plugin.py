@@ -73,8 +73,10 @@ def _register(ctx: Any) -> None:
             ctx.register_hook(hook, callback)
     if tracker is not None:
         safely(auxiliary.instrument, runtime.current_tracker)  # model calls outside the main loop
-        if result.settings.http_client_spans:  # (turned off later, the live provider lookup says None)
-            safely(http_client.instrument, runtime.http_tracer_provider)
+    if tracker is not None and result.settings.http_client_spans:
+        safely(http_client.instrument, runtime.http_tracer_provider)  # the provider is looked up per request
+    else:
+        safely(http_client.release)
     settings = result.settings
     safely(hermes_logs.install, runtime.hermes_log_sink,
            settings.hermes_log_level if tracker is not None and settings.logs_enabled else "off")

@@ -113,3 +113,16 @@ def instrument(source: ProviderSource) -> str:
                             skip_dep_check=True)
     _installed = instrumentor.is_instrumented_by_opentelemetry
     return "instrumented" if _installed else "unavailable"
+
+
+def release() -> None:
+    """Take our instrumentation out (the setting or telemetry turned off): httpx is as it was, free for others."""
+    global _installed
+    if not _installed:
+        return
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    instrumentor = HTTPXClientInstrumentor()
+    if instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.uninstrument()
+    _installed = False

@@ -50,9 +50,12 @@ def test_the_model_request_is_a_client_span_that_the_server_sees(spans_on, trace
 
 def test_a_setting_turns_them_off(spans_on, traced, llm, receiver, monkeypatch):
     from hermes_cli.plugins import discover_plugins
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
+    assert HTTPXClientInstrumentor().is_instrumented_by_opentelemetry
     monkeypatch.setenv("HERMES_OTEL_HTTP_CLIENT_SPANS", "false")
     discover_plugins(force=True)
+    assert not HTTPXClientInstrumentor().is_instrumented_by_opentelemetry  # httpx as it was, free for others
     before = len(llm.requests)
     llm.push(Reply.text("quiet"))
     assert run_agent(llm.base_url, "hi")["final_response"] == "quiet"
