@@ -13,7 +13,7 @@ from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall, Usage
 from tests.harness.documented import assert_documented
 from tests.harness.hermes import write_home
 from tests.harness.trees import named, only, tree
-from tests.integration.test_cost_hermes import PRICES, agent_for, usd
+from tests.integration.test_cost_hermes import PRICES, usd
 
 pytestmark = pytest.mark.hermes
 
@@ -44,13 +44,19 @@ def test_auxiliary_calls_are_chat_spans_priced_and_rolled_up(smart, traced, rece
         Reply(content="APPROVE", usage=VERDICT),  # the auxiliary verdict on the flagged command
         Reply(content="done", usage=FINAL),
     )
-    agent = agent_for(smart.base_url)
+    from hermes_state import SessionDB
+    from run_agent import AIAgent
+
+    session_db = SessionDB()  # as Hermes's CLI and gateway give their agents: Hermes accounts auxiliary usage in it
+    agent = AIAgent(base_url=smart.base_url, api_key="sk-fake-test-key", provider="custom", model="fake-model",
+                    enabled_toolsets=["terminal"], quiet_mode=True, skip_context_files=True, skip_memory=True,
+                    max_iterations=4, platform="cli", session_db=session_db)
     assert agent.run_conversation("run it")["final_response"] == "done"
     # The title Hermes's CLI generates after the first exchange, on a thread of its own (the turn has ended).
     from agent.title_generator import auto_title_session
 
     smart.push(Reply(content="Running a script", usage=TITLE))
-    auto_title_session(agent._session_db or __import__("hermes_state").SessionDB(), agent.session_id, "run it", "done",
+    auto_title_session(session_db, agent.session_id, "run it", "done",
                        main_runtime={"model": "fake-model", "provider": "custom", "base_url": smart.base_url,
                                      "api_key": "sk-fake-test-key", "api_mode": "chat_completions"})
     traced.flush(5)
@@ -91,4 +97,12 @@ def test_auxiliary_calls_are_chat_spans_priced_and_rolled_up(smart, traced, rece
     session = traced.current_tracker().costs.session_attributes(agent.session_id)
     assert session == {"hermes.session.cost": float(usd(FIRST) + usd(VERDICT) + usd(FINAL) + usd(TITLE)),
                        "hermes.session.cost_status": "estimated"}
+    # Hermes 0.19 keeps its own account of these calls apart from the session total (state.db, one row per task):
+    # our spans carry the same tokens and cost, call for call.
+    rows = session_db._conn.execute(
+        "SELECT task, input_tokens, output_tokens, estimated_cost_usd FROM session_model_usage "
+        "WHERE session_id = ? AND task != '' ORDER BY task", (agent.session_id,)).fetchall()
+    assert [tuple(r) for r in rows] == [
+        (s.attributes["hermes.llm.purpose"], s.attributes["gen_ai.usage.input_tokens"],
+         s.attributes["gen_ai.usage.output_tokens"], s.attributes["hermes.usage.cost"]) for s in (verdict, title)]
     assert_documented(spans, logs=receiver.logs())
