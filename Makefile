@@ -10,6 +10,8 @@ PROMETHEUS      := $(CACHE)/prometheus/usr/bin/prometheus
 VALGRIND        := $(CACHE)/valgrind/usr/bin/valgrind
 PHOENIX_VERSION := 20.26.1
 PHOENIX_STAMP   := $(CACHE)/phoenix-venv/.installed-$(PHOENIX_VERSION)
+MLFLOW_VERSION  := 3.17.2
+MLFLOW_STAMP    := $(CACHE)/mlflow-venv/.installed-$(MLFLOW_VERSION)
 export HERMES_OTEL_BACKENDS := $(abspath $(CACHE))
 
 # Our Collector distribution and Jaeger v2, built from Go modules pinned in go.mod/go.sum.
@@ -56,13 +58,24 @@ $(VALGRIND):
 	dpkg -x "$$(ls -t $(CACHE)/deb/valgrind_*.deb | head -n 1)" $(CACHE)/valgrind
 	test -x $@
 
-# Arize Phoenix in a venv of its own (~850 MB), never in the project's.
+# A server from PyPI in a venv of its own under $(CACHE), never in the project's:
+# $(1) the venv's name, $(2) the requirement, $(3) the program it must provide.
+define server_venv
+rm -rf $(CACHE)/$(1)
+$(PYTHON) -m venv $(CACHE)/$(1)
+$(CACHE)/$(1)/bin/python -m pip --disable-pip-version-check -q install '$(2)'
+test -x $(CACHE)/$(1)/bin/$(3)
+@touch $@
+endef
+
+# Arize Phoenix (~850 MB).
 $(PHOENIX_STAMP):
-	rm -rf $(CACHE)/phoenix-venv
-	$(PYTHON) -m venv $(CACHE)/phoenix-venv
-	$(CACHE)/phoenix-venv/bin/python -m pip --disable-pip-version-check -q install 'arize-phoenix==$(PHOENIX_VERSION)'
-	test -x $(CACHE)/phoenix-venv/bin/phoenix
-	@touch $@
+	$(call server_venv,phoenix-venv,arize-phoenix==$(PHOENIX_VERSION),phoenix)
+
+# An MLflow tracking server (OTLP ingestion at /v1/traces).
+$(MLFLOW_STAMP):
+	$(call server_venv,mlflow-venv,mlflow==$(MLFLOW_VERSION),mlflow)
+
 
 $(OTELCOL): $(COLLECTOR_DIST)/go.mod $(COLLECTOR_DIST)/go.sum $(wildcard $(COLLECTOR_DIST)/*.go)
 	mkdir -p $(@D)
@@ -91,7 +104,7 @@ $(CHROMIUM):
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; \
 	else echo "chromium is not installed (apt-get install chromium, as root): the dashboard browser tests will skip"; fi
 
-backends: $(PROMETHEUS) $(PHOENIX_STAMP) $(GO_BACKENDS) $(CHROMIUM)  ## fetch/build the real backends the live tests start (and chromium)
+backends: $(PROMETHEUS) $(PHOENIX_STAMP) $(MLFLOW_STAMP) $(GO_BACKENDS) $(CHROMIUM)  ## fetch/build the real backends the live tests start (and chromium)
 
 test: $(VENV)/.test-installed backends  ## the whole suite (unit + real Hermes integration + live backends)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hermes_otel import semconv as sc
+from hermes_otel.capture import logs as hermes_logs
 from hermes_otel.capture.bridge import (
     CONTENT_KEYS,
     HOOK_ATTR,
@@ -81,6 +82,10 @@ ATTRIBUTES: dict[str, str] = {
     sc.PLATFORM: "Hermes platform (`cli`, gateway platform name, ...).",
     sc.API_REQUEST_ID: "Hermes api_request_id (`{turn_id}:api:{n}`); shared by the retries of one request.",
     sc.API_ATTEMPT: "1, 2, ... for the attempts of the same api_request_id.",
+    sc.LLM_PURPOSE: "On an auxiliary model call (one Hermes makes outside its main loop): Hermes's task name, "
+        "`title_generation`, `compression`, `approval`, `vision`, `web_extract`, `session_search`, `mcp`, ... "
+        "(`auxiliary` when Hermes names none). Absent on the main loop's calls (`hermes-otel cost --by purpose` "
+        "shows them as `main`).",
     sc.API_MODE: "Hermes api_mode (`chat_completions`, `anthropic_messages`, `codex_responses`, ...).",
     sc.HERMES_PROVIDER: "Hermes's own provider id, verbatim.",
     sc.TOOL_STATUS: "Hermes's verdict from `post_tool_call`: `ok`, `error`, `blocked` or `cancelled`.",
@@ -106,8 +111,10 @@ ATTRIBUTES: dict[str, str] = {
     sc.SUBAGENT_DURATION_MS: "The subagent's duration as Hermes measured it.",
     sc.SUBAGENT_CHILD_SESSION: "The subagent's session id (its turns' `gen_ai.conversation.id`).",
     sc.SUBAGENT_ID: "Hermes's subagent id.",
-    "gen_ai.input.messages": "Content capture (SPAN_ONLY / SPAN_AND_EVENT): the turn's user message, redacted, capped.",
-    "gen_ai.output.messages": "Content capture: the turn's final assistant response, redacted, capped.",
+    "gen_ai.input.messages": "Content capture (SPAN_ONLY / SPAN_AND_EVENT): the turn's user message; on a `chat` span "
+    "the messages of the request. Redacted, capped.",
+    "gen_ai.output.messages": "Content capture: the turn's final assistant response; on a `chat` span the response's "
+    "message (text and tool calls). Redacted, capped.",
     "gen_ai.tool.call.arguments": "Content capture: the tool's (effective) arguments, redacted, capped.",
     "gen_ai.tool.call.result": "Content capture: the tool's result, redacted, capped.",
     mw.KIND: "Middleware kind: `llm_request`, `tool_request`, `llm_execution`, `tool_execution`.",
@@ -168,7 +175,9 @@ SPANS: tuple[SpanDoc, ...] = (
         "chat {gen_ai.request.model}",
         "CLIENT",
         "One per provider attempt, around Hermes's whole `llm_execution` chain. A failed attempt is ERROR with an "
-        "`exception` event; retries of the same request share `hermes.api_request.id`.",
+        "`exception` event; retries of the same request share `hermes.api_request.id`. Also one per auxiliary "
+        "model call (titles, compression, smart approvals, ...: `hermes.llm.purpose`), under the span current "
+        "where Hermes makes it, else its session's turn.",
         (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.REQUEST_TEMPERATURE, sc.REQUEST_TOP_P, sc.REQUEST_TOP_K,
          sc.REQUEST_MAX_TOKENS, sc.REQUEST_SEED, sc.REQUEST_STOP, sc.REQUEST_FREQUENCY_PENALTY,
          sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_CHOICE_COUNT, sc.REQUEST_STREAM, sc.RESPONSE_MODEL, sc.RESPONSE_ID,
@@ -177,7 +186,8 @@ SPANS: tuple[SpanDoc, ...] = (
          sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
          sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
          sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON, cost.USAGE_COST, cost.USAGE_COST_STATUS,
-         cost.USAGE_COST_SOURCE, cost.USAGE_PRICING_VERSION, cost.USAGE_COST_REASON),
+         cost.USAGE_COST_SOURCE, cost.USAGE_PRICING_VERSION, cost.USAGE_COST_REASON, sc.LLM_PURPOSE,
+         "gen_ai.input.messages", "gen_ai.output.messages"),
     ),
     SpanDoc(
         "execute_tool {gen_ai.tool.name}",
@@ -238,7 +248,8 @@ EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "exception": ("The standard exception event on a failed span.", ()),
 }
 
-_CALL_METRIC_ATTRS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.SERVER_ADDRESS, sc.ERROR_TYPE)
+_CALL_METRIC_ATTRS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.SERVER_ADDRESS, sc.LLM_PURPOSE,
+                      sc.ERROR_TYPE)
 
 METRICS: tuple[MetricDoc, ...] = (
     MetricDoc(
@@ -322,6 +333,18 @@ LOG_ATTRIBUTES: dict[str, tuple[str, ...]] = {
     hook: (cost.SESSION_COST, cost.SESSION_COST_STATUS) for hook in sorted(SESSION_COST_HOOKS)
 }
 
+# Hermes's own log lines (capture/logs.py): their attributes.
+HERMES_LOG_ATTRIBUTES: dict[str, str] = {
+    hermes_logs.LOGGER_ATTR: "The Hermes logger that wrote the line (`agent.conversation_loop`, `tools.terminal_tool`, "
+    "...).",
+    "code.function.name": "The function that logged it.",
+    "code.file.path": "Its source file.",
+    "code.line.number": "Its line.",
+    "exception.type": "The exception class, when the line was logged with one.",
+    "exception.message": "The exception's message, masked.",
+    "exception.stacktrace": "The formatted traceback, masked.",
+}
+
 RESOURCE: dict[str, str] = {
     "service.name": "`OTEL_SERVICE_NAME`, else `service.name` of `OTEL_RESOURCE_ATTRIBUTES`, else plugins.toml "
                     "(`service_name`), else `hermes-agent`.",
@@ -349,6 +372,16 @@ def telemetry_markdown() -> str:
     for span in (*SPANS, *MIDDLEWARE_SPANS):
         out += [f"### `{span.name}` ({span.kind})", "", span.description, ""]
         out += _table((a, ATTRIBUTES[a]) for a in span.attributes) + [""]
+    out += [
+        "### HTTP client spans",
+        "",
+        "With `http.client_spans` (on by default), each request Hermes's model or MCP clients send under one of "
+        "our spans is also a CLIENT span of the contrib instrumentation (scope "
+        "`opentelemetry.instrumentation.httpx`, its own HTTP names: `POST`, `http.method`, `http.url` with keys in "
+        "the query masked, `http.status_code`), under the span that made it, and the request carries it in "
+        "`traceparent` ([backends](backends.md#traces-that-continue-into-model-and-mcp-servers)).",
+        "",
+    ]
     out += ["## Span events", ""]
     for name, (description, attrs) in EVENTS.items():
         out += [f"### `{name}`", "", description, ""]
@@ -378,6 +411,17 @@ def telemetry_markdown() -> str:
         "The body holds content only under capture (`EVENT_ONLY`, `SPAN_AND_EVENT`): the payload's "
         + ", ".join(f"`{k}`" for k in CONTENT_KEYS)
         + " fields, redacted and capped. Conversation history is never exported.",
+        "",
+        "### Hermes's own log lines",
+        "",
+        f"Hermes's own log lines (its loggers: `agent.*`, `tools.*`, `hermes_cli.*`, `gateway.*`, ...), at "
+        "`logs.hermes_level` (`HERMES_OTEL_HERMES_LOG_LEVEL`, default `warning`) and above, are log records of the "
+        f"instrumentation scope `{hermes_logs.SCOPE}`, without an `event_name`: the line's text as the body (masked "
+        "like our own lines: configured secrets and credential patterns never leave), its level as the severity, "
+        "and the trace and span ids of the span active where it was logged, else of the open turn of the session "
+        "Hermes tagged the line with, else none. Our own log lines and the observer records are never among them.",
+        "",
+        *_table(HERMES_LOG_ATTRIBUTES.items()),
         "",
     ]
     out += ["## Metrics", "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]

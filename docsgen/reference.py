@@ -159,7 +159,42 @@ def _doc(field: Field) -> str:
     return doc
 
 
-PAGES = {"configuration.md": configuration_markdown, "telemetry.md": telemetry_markdown}
+_PRESETS_START, _PRESETS_END = "<!-- presets:start (generated) -->", "<!-- presets:end -->"
+
+
+def presets_table() -> str:
+    """The backend presets, from config/presets.py: one row each."""
+    from hermes_otel.config import presets
+
+    rows = ["| `backend` | for | endpoint from (default) | signals | headers | resource | attributes | docs |",
+            "|---|---|---|---|---|---|---|---|"]
+    for p in presets.PRESETS.values():
+        var = p.endpoint_env[0]
+        where = " or ".join(f"`{v}`" + ("†" if v in p.ours else "") for v in p.endpoint_env)
+        if p.endpoint_template != "{}":
+            where = f"`{p.endpoint_template.format('$' + var)}`"
+        where += f" (`{p.endpoint}`)" if p.endpoint else " (none)"
+        if p.path:
+            where += f", then `{p.path}`"
+        headers = "<br>".join(h.describe() for h in p.headers) or "none"
+        resource = "<br>".join(f"`{a}` = `${v}`" + ("†" if v in p.ours else "") for a, v, _ in p.resource) or "none"
+        docs = f"[{'unverified' if not p.verified else 'OTLP'}]({p.docs})"
+        rows.append(f"| `{p.name}` | {p.title} | {where} | {', '.join(p.signals)} | {headers} | {resource} | "
+                    f"`{p.flavour}` | {docs} |")
+    notes = [f"* `{p.name}`: {p.note}" for p in presets.PRESETS.values() if p.note]
+    return "\n".join(rows + [""] + notes) + "\n"
+
+
+def backends_markdown() -> str:
+    """docs/backends.md with its presets table regenerated (the rest of the page is written by hand)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "backends.md").read_text(encoding="utf-8")
+    before, rest = text.split(_PRESETS_START, 1)
+    after = rest.split(_PRESETS_END, 1)[1]
+    return f"{before}{_PRESETS_START}\n{presets_table()}{_PRESETS_END}{after}"
+
+
+PAGES = {"configuration.md": configuration_markdown, "telemetry.md": telemetry_markdown,
+         "backends.md": backends_markdown}
 
 
 def write(directory: Path) -> list[Path]:

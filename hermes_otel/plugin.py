@@ -15,6 +15,9 @@ from typing import Any
 
 from . import runtime
 from ._internal import log as _log
+from ._internal.safety import safely
+from .capture import auxiliary, http_client
+from .capture import logs as hermes_logs
 from .capture.hooks import callbacks
 from .capture.hooks_only import chat_callbacks
 from .capture.patches import PATCHES, fallback_middleware
@@ -66,6 +69,15 @@ def _register(ctx: Any) -> None:
         mode = "hooks"
         for hook, callback in chat_callbacks(runtime.current_tracker).items():
             ctx.register_hook(hook, callback)
+    if tracker is not None:
+        safely(auxiliary.instrument, runtime.current_tracker)  # model calls outside the main loop
+    if tracker is not None and result.settings.http_client_spans:
+        safely(http_client.instrument, runtime.http_tracer_provider)  # the provider is looked up per request
+    else:
+        safely(http_client.release)
+    settings = result.settings
+    safely(hermes_logs.install, runtime.hermes_log_sink,
+           settings.hermes_log_level if tracker is not None and settings.logs_enabled else "off")
     if tracker is not None:
         for hook, callback in callbacks().items():
             if hook not in result.settings.observer_exclude_hooks:

@@ -23,12 +23,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from . import telemetry
 from ._internal import log as _log
 from ._internal.safety import safely
+from .capture import logs as hermes_logs
 from .capture.bridge import ObserverBridge
 from .config import Settings
 from .cost.pricing import CostLedger
 from .exporters.health import health
 from .redaction import content
 from .tracking import Tracker
+from .version import __version__
 
 _MAX_RETIRED = 2
 
@@ -39,6 +41,7 @@ class _State:
     tracker: Tracker | None = None
     bridge: ObserverBridge | None = None
     shared: tuple | None = None  # providers handed to us by the host application
+    hermes_logs: tuple | None = None  # (OTel logger, emitter, tracker) for Hermes's own log lines
 
 
 _state = _State()
@@ -64,6 +67,19 @@ def current_bridge() -> ObserverBridge | None:
 
 def current_telemetry() -> telemetry.Telemetry | None:
     return _state.telemetry
+
+
+def http_tracer_provider() -> TracerProvider | None:
+    """The provider of HTTP client spans (capture/http_client.py): None while telemetry or the setting is off."""
+    live = _state.telemetry
+    if live is None or _state.tracker is None or not live.settings.http_client_spans:
+        return None
+    return live.tracer_provider
+
+
+def hermes_log_sink() -> tuple | None:
+    """Where Hermes's own log lines go (capture/logs.py): None while telemetry or the log stream is off."""
+    return _state.hermes_logs if _state.tracker is not None else None
 
 
 def use_providers(
@@ -110,6 +126,8 @@ def configure(settings: Settings) -> Tracker | None:
         _state.telemetry = new
         _state.tracker = _replace_tracker(_state.tracker, new)
         _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content, new.emitter)
+        _state.hermes_logs = (new.logger_provider.get_logger(hermes_logs.SCOPE, __version__), new.emitter,
+                              _state.tracker) if settings.logs_enabled else None
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True

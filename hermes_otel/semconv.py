@@ -58,6 +58,7 @@ TASK_ID = "hermes.task.id"
 PLATFORM = "hermes.platform"
 API_REQUEST_ID = "hermes.api_request.id"
 API_ATTEMPT = "hermes.api.attempt"
+LLM_PURPOSE = "hermes.llm.purpose"  # an auxiliary call's Hermes task (title_generation, compression, ...)
 API_MODE = "hermes.api.mode"
 HERMES_PROVIDER = "hermes.provider"
 TOOL_STATUS = "hermes.tool.status"

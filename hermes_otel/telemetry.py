@@ -51,7 +51,7 @@ from opentelemetry.sdk.trace.sampling import (
 
 from ._internal import log as _log
 from ._internal.safety import safely
-from .config import OTLPTarget, Settings
+from .config import OTLPTarget, Settings, presets
 from .emitter import Emitter, Inline
 from .exporters.file.exporter import (
     JsonFileLogExporter,
@@ -316,7 +316,12 @@ def _exporters(signal: str, settings: Settings, writers: dict[str, RotatingJsonL
     if signal in settings.otlp:
         target = settings.otlp[signal]
         try:
-            exporters.append(_otlp_exporter(signal, target, settings))
+            exporter = _otlp_exporter(signal, target, settings)
+            if signal == "traces" and presets.flavour(settings.backend) == "openinference":
+                from .exporters.relay.shapes import ShapedSpanExporter
+
+                exporter = ShapedSpanExporter(exporter, "openinference")  # what the preset's backend reads
+            exporters.append(exporter)
         except Exception as exc:  # noqa: BLE001 - a broken transport must not cost the telemetry
             _log.logger.error(
                 "hermes-otel: cannot create the %s exporter for %s (%s: %s); writing %s to files under %s instead",

@@ -26,10 +26,11 @@ from ..cost import pricing as cost
 from ..local.files import Counter, batches, trace_files
 from ..redaction.masking import printable
 
-BY = ("session", "turn", "model", "profile", "subagent", "day")
+BY = ("session", "turn", "model", "profile", "subagent", "day", "purpose")
 SCHEMA = "hermes-otel.cost.v1"
 MAIN = "(main)"  # the subagent key of attempts made by no subagent
 UNKNOWN = "(unknown)"
+MAIN_PURPOSE = "main"  # the purpose key of the main loop's attempts
 _TOKENS = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
            ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens"),
            ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"),
@@ -195,6 +196,8 @@ def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
                 "profile": _str(top.get(cost.PROFILE)) or UNKNOWN,
                 "subagent": role(span),
                 "day": dt.datetime.fromtimestamp(span["start_ns"] / 1e9, dt.UTC).date().isoformat(),
+                # an auxiliary call's Hermes task (titles, compression, ...); the main loop's calls carry none
+                "purpose": _str(attrs.get("hermes.llm.purpose")) or MAIN_PURPOSE,
             },
         )
 

@@ -236,6 +236,8 @@ def cmd_doctor() -> int:
     elif not any(not p.ignored for p in result.problems):
         report.ok(f"configuration valid ({result.path or 'no plugins.toml; environment and defaults'})")
     settings = result.settings
+    if settings.backend:
+        report.ok(_preset_line(settings))
     if not settings.enabled:
         report.warn("telemetry is disabled (OTEL_SDK_DISABLED or the component's enabled = false)")
     else:
@@ -243,6 +245,17 @@ def cmd_doctor() -> int:
     print("effective settings (secrets masked):")
     print(masking.printable(json.dumps(masking.masked(settings), indent=2), lines=True))
     return 1 if report.failed else 0
+
+
+def _preset_line(settings: config.Settings) -> str:
+    """What the backend preset set: where each signal goes, the header names (never their values), the flavour."""
+    from ..config import presets
+
+    preset = presets.PRESETS[settings.backend]
+    routes = ", ".join(f"{signal} -> {masking.mask_url(target.endpoint)}" for signal, target in settings.otlp.items())
+    names = sorted({name for target in settings.otlp.values() for name in target.headers})
+    return (f"backend preset {preset.name} ({preset.title}): {routes or 'no endpoint'}; headers: "
+            f"{', '.join(names) or 'none'}; attributes: {preset.flavour}; docs: {preset.docs}")
 
 
 def _check_runtime(report: _Report, settings: config.Settings) -> None:

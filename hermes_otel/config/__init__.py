@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..redaction.masking import mask_url, remember_url
+from . import presets
 from .env import from_env
 from .files import MAX_CONFIG_BYTES, TRUSTED, Unreadable, Untrusted, read_regular, size_text
 from .headers import parse_pairs, resolve
@@ -106,6 +107,9 @@ class Settings:
     collector_health_check: str  # the Collector's health_check URL (doctor only)
     logs_enabled: bool
     metrics_enabled: bool  # false also when metrics_exporter is "none"
+    backend: str = ""  # a backend preset (config/presets.py), or ""
+    http_client_spans: bool = True  # HTTP client spans + traceparent for requests under our spans
+    hermes_log_level: str = "warning"  # Hermes's own log lines bridged at this level and above (or "off")
     # -- derived --
     enabled: bool = True
     otlp: Mapping[str, OTLPTarget] = field(default_factory=dict)  # signal -> target
@@ -185,6 +189,7 @@ def load_settings(env: Mapping[str, str] | None = None, path: Path | None = None
     env_values, env_problems = from_env(env)
     problems.extend(env_problems)
     values.update(env_values)
+    problems.extend(presets.apply(values, env))  # a backend preset fills in what is not set explicitly
     settings = _build(values, env, source=str(path) if path and applied else None)
     return LoadResult(settings, tuple(problems), path)
 

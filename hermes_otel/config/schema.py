@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import presets
+
 COMPONENT_KIND = "hermes_otel"
 
 # Component kinds NeMo Relay defines. We recognise them so that a document
@@ -26,6 +28,7 @@ CAPTURE_MODES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
 PROTOCOLS = ("http/protobuf", "grpc")
 COMPRESSIONS = ("none", "gzip")
 METRICS_EXPORTERS = ("otlp", "prometheus", "none")
+HERMES_LOG_LEVELS = ("off", "debug", "info", "warning", "error", "critical")
 SAMPLERS = (
     "always_on",
     "always_off",
@@ -81,6 +84,11 @@ def _days_to_s(value: float) -> float:
 
 
 FIELDS: tuple[Field, ...] = (
+    Field("backend", str, "",
+          "A backend preset: the endpoint, protocol, auth headers (from the vendor's own environment variables), "
+          "resource attributes and attribute flavour of that backend (see the backends page). Explicit `otlp.*` "
+          "settings and `OTEL_EXPORTER_OTLP_*` variables win, key by key.", env="HERMES_OTEL_BACKEND",
+          choices=presets.NAMES, attr="backend"),
     Field("service_name", str, "hermes-agent", "`service.name` of the resource.", env="OTEL_SERVICE_NAME",
           attr="service_name"),
     Field("resource_attributes", dict, {}, "Extra resource attributes (string values).",
@@ -218,7 +226,19 @@ FIELDS: tuple[Field, ...] = (
           "URL of your Collector's `health_check` extension (e.g. `http://otel-collector:13133/`): `hermes-otel "
           "doctor` asks it whether the Collector is ready. Empty: the doctor tries port 13133 on the OTLP endpoint's "
           "host and says what it found.", env="HERMES_OTEL_COLLECTOR_HEALTH_CHECK", attr="collector_health_check"),
+    Field("http.client_spans", bool, True,
+          "An HTTP client span (contrib httpx instrumentation, our providers) for each request Hermes's model and "
+          "MCP clients send under one of our spans, with W3C `traceparent` injected: an instrumented model server "
+          "(LiteLLM proxy, vLLM, NIM) or MCP server continues the trace. Requests outside our spans get neither. "
+          "Stands down when the application instrumented httpx itself (never two spans for one request).",
+          env="HERMES_OTEL_HTTP_CLIENT_SPANS", attr="http_client_spans"),
     Field("logs.enabled", bool, True, "Export the observer log stream.", attr="logs_enabled"),
+    Field("logs.hermes_level", str, "warning",
+          "Hermes's own log lines (its loggers: `agent.*`, `tools.*`, `hermes_cli.*`, `gateway.*`, ...) at this "
+          "level and above become OTel log records carrying the trace and span ids of the span active where they "
+          "were logged, masked like ours. `off` turns the bridge off. Hermes's own logging level still decides "
+          "which lines exist (its `agent.log` is INFO).", env="HERMES_OTEL_HERMES_LOG_LEVEL",
+          choices=HERMES_LOG_LEVELS, attr="hermes_log_level"),
     Field("metrics.enabled", bool, True, "Export metrics.", attr="metrics_enabled"),
 )
 

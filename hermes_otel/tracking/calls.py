@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -28,6 +29,35 @@ DENIED = ("deny", "timeout", "smart_deny")
 
 # Request-middleware effects, attached to the span of the call they affected.
 AttachEvents = Callable[[Span, str, str], None]
+
+
+INPUT_OUTPUT = ("gen_ai.input.messages", "gen_ai.output.messages")
+
+
+def _capture_input(attrs: dict[str, Any], request: Any) -> None:
+    messages = request.get("messages") if isinstance(request, Mapping) else None
+    if messages is not None:
+        attrs[INPUT_OUTPUT[0]] = content.to_json(messages)
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def _output_messages(response: Any) -> list[dict[str, Any]]:
+    """The response's messages (role, text, tool calls), from an SDK object, Hermes's namespace or a dict."""
+    out = []
+    for choice in _field(response, "choices") or ():
+        message = _field(choice, "message")
+        if message is None:
+            continue
+        functions = [_field(c, "function") for c in _field(message, "tool_calls") or ()]
+        calls = [{"name": _field(f, "name"), "arguments": _field(f, "arguments")} for f in functions]
+        item: dict[str, Any] = {"role": _field(message, "role") or "assistant", "content": _field(message, "content")}
+        if calls:
+            item["tool_calls"] = calls
+        out.append(item)
+    return out
 
 
 @dataclass(slots=True)
@@ -50,8 +80,9 @@ class Chats:
     """Provider attempts: one `chat` span per attempt; a failed one waits for Hermes's `api_request_error`."""
 
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, turns: Turns, limit: int,
-                 attach_events: AttachEvents, emitter: Any, costs: Any = None) -> None:
+                 attach_events: AttachEvents, emitter: Any, costs: Any = None, capture: bool = False) -> None:
         self._tracer = tracer
+        self._capture = capture  # content on spans: the call's messages in, its message out (redacted, capped)
         self._metrics = metrics
         self._turns = turns
         self._attach_events = attach_events
@@ -63,6 +94,8 @@ class Chats:
         turn = self._turns.ensure(context.get("turn_id"), context.get("session_id"), context)
         api_request_id = text(context.get("api_request_id"))
         attrs = sc.chat_request_attributes(request, context)
+        if self._capture:
+            _capture_input(attrs, request)
         if api_request_id:
             previous = self.failed.pop(api_request_id)
             if previous is not None:  # its api_request_error never came: the retry ends it
@@ -81,6 +114,21 @@ class Chats:
         request = dict(request) if type(request) is dict else request
         return Call(span, labels, turn=turn, turn_id=text(context.get("turn_id")), key=api_request_id,
                     priced=(request, context))
+
+    def start_auxiliary(self, request: Mapping[str, Any], context: Mapping[str, Any],
+                        parent: otel_context.Context | None) -> Call:
+        """An auxiliary model call (a Hermes task outside the main loop): a `chat` span under `parent`.
+
+        No turn on the Call: its outcome must not mark (or clear) the turn's failed main attempt; it is
+        priced and rolled up through `context` (`session_id`, `turn_id`) like any attempt."""
+        attrs = sc.chat_request_attributes(request, context)
+        attrs[sc.LLM_PURPOSE] = text(context.get("purpose")) or "auxiliary"
+        if self._capture:
+            _capture_input(attrs, request)
+        span = self._tracer.start_span(f"{sc.OP_CHAT} {attrs.get(sc.REQUEST_MODEL, '')}".strip(), context=parent,
+                                       kind=SpanKind.CLIENT, attributes=attrs)
+        labels = {k: attrs[k] for k in (*_CHAT_METRIC_KEYS, sc.LLM_PURPOSE) if k in attrs}
+        return Call(span, labels, turn_id=text(context.get("turn_id")), priced=(dict(request), dict(context)))
 
     def finish(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
         span, duration = call.span, time.monotonic() - call.started
@@ -106,6 +154,10 @@ class Chats:
     def _done(self, call: Call, response: Any, end_ns: int, duration: float) -> None:
         span, context = call.span, trace.set_span_in_context(call.span)
         attrs = sc.chat_response_attributes(response)
+        if self._capture:
+            output = _output_messages(response)
+            if output:
+                attrs[INPUT_OUTPUT[1]] = content.to_json(output)
         if self._costs is not None and call.priced is not None:  # the price goes on with the response's attributes
             self._costs.record(span, call.priced[0], call.priced[1], response, attrs)
         span.set_attributes(attrs)

@@ -58,7 +58,8 @@ class Tracker:
         self._pending: BoundedMap[tuple[str, str], list[RequestEvent]] = BoundedMap(max_turns)
         self.turns = Turns(tracer, metrics, max_turns, parent_of=lambda session: self.subagents.span_of(session),
                            emitter=emitter, costs=costs)
-        self.chats = Chats(tracer, metrics, self.turns, max_turns, self._attach_request_events, emitter, costs)
+        self.chats = Chats(tracer, metrics, self.turns, max_turns, self._attach_request_events, emitter, costs,
+                           capture_on_spans)
         self.tools = Tools(tracer, metrics, self.turns, max_turns, self._attach_request_events, capture_on_spans,
                            emitter, verdicts)
         self.approvals = Approvals(tracer, self.turns, self.tools, max_turns)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -176,3 +177,48 @@ class Phoenix(_Process):
 
     def session(self, session_id: str) -> dict:
         return get_json(f"{self.url}/v1/sessions/{urllib.parse.quote(session_id, safe='')}")["data"]
+
+
+class MLflow(_Process):
+    """An MLflow tracking server in its own venv (`make backends`): OTLP/HTTP traces at /v1/traces (the experiment
+    in the `x-mlflow-experiment-id` header), read back through its REST API. It runs uvicorn as a child: both are
+    started in a process group of their own and stopped together, by that group's id."""
+
+    def __init__(self) -> None:
+        super().__init__("mlflow")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> MLflow:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MLFLOW_"))}
+        argv = [str(binary("mlflow-venv/bin/mlflow")), "server", "--host", "127.0.0.1", "--port", str(self.port),
+                "--backend-store-uri", f"sqlite:///{self.dir / 'mlflow.db'}", "--workers", "1"]
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.dir,
+                                         start_new_session=True)
+        wait_until(lambda: urllib.request.urlopen(f"{self.url}/health", timeout=2).status == 200, 120,
+                   "MLflow", self.proc, self.log)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the server and its uvicorn child: our own group
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
+    def traces(self, experiment_id: str = "0") -> list[dict]:
+        """Trace infos of an experiment (MLflow's v3 search)."""
+        body = json.dumps({"locations": [{"type": "MLFLOW_EXPERIMENT",
+                                          "mlflow_experiment": {"experiment_id": experiment_id}}]}).encode()
+        request = urllib.request.Request(f"{self.url}/api/3.0/mlflow/traces/search", data=body,
+                                         headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return json.loads(reply.read()).get("traces", [])
+
+    def spans(self, trace_id: str) -> list[dict]:
+        """The spans of one trace as MLflow stored them (attribute values are JSON text)."""
+        query = urllib.parse.urlencode({"request_id": trace_id})
+        return get_json(f"{self.url}/ajax-api/3.0/mlflow/get-trace-artifact?{query}")["spans"]

@@ -53,9 +53,23 @@ def write_home(home: Path, base_url: str, *, enable: bool = True, plugins: tuple
     return home
 
 
+# Off in the tests unless a test is about them: HTTP client spans and Hermes's own log lines as records (both on by
+# default) would add to every exact tree and record list.
+QUIET_DEFAULTS = {"HERMES_OTEL_HTTP_CLIENT_SPANS": "false", "HERMES_OTEL_HERMES_LOG_LEVEL": "off"}
+
+
+def at_default(monkeypatch: Any, variable: str) -> None:
+    """One of QUIET_DEFAULTS back at the plugin's default, for the in-process plugin (re-registered by Hermes)."""
+    from hermes_cli.plugins import discover_plugins
+
+    monkeypatch.delenv(variable)
+    discover_plugins(force=True)
+
+
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
-    """The test process's environment without OTEL_/HERMES_ settings, plus `extra`."""
+    """The test process's environment without OTEL_/HERMES_ settings (but QUIET_DEFAULTS), plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
+    env.update(QUIET_DEFAULTS)
     env.update(HERMES_HOME=str(home), NO_COLOR="1", PYTHONUNBUFFERED="1")
     env.update(extra)
     return env

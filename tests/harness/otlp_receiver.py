@@ -332,7 +332,8 @@ class _Handler(BaseHTTPRequestHandler):
         receiver = self.server.receiver
         path = self.path.split("?", 1)[0]
         headers = {k.lower(): v for k, v in self.headers.items()}
-        signal = _SIGNALS.get(path)
+        # A backend's OTLP path may sit under a prefix of its own (`/api/public/otel/v1/traces`).
+        signal = next((sig for suffix, sig in _SIGNALS.items() if path == suffix or path.endswith(suffix)), None)
         is_json = headers.get("content-type", "").split(";")[0].strip() == "application/json"
         try:
             raw = self._read_body()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hermes_otel.testing.fake_llm import FakeLLMServer
-from tests.harness.hermes import install_test_plugins, write_home
+from tests.harness.hermes import QUIET_DEFAULTS, install_test_plugins, write_home
 from tests.harness.otlp_receiver import OTLPReceiver
 
 # One HERMES_HOME for the in-process tests of this session, set before any
@@ -21,6 +21,10 @@ _SESSION_HOME = Path(tempfile.mkdtemp(prefix="hermes-otel-it-"))
 os.environ["HERMES_HOME"] = str(_SESSION_HOME)
 for _key in [k for k in os.environ if k.startswith("OTEL_")]:
     del os.environ[_key]
+# The tests' exact trees and record lists are of our own spans and records: HTTP client spans and Hermes's own log
+# lines (both on by default) are off here, and on in the tests about them (test_http_client_spans.py,
+# test_trace_continues.py, test_hermes_log_lines.py).
+os.environ.update(QUIET_DEFAULTS)
 
 
 @pytest.fixture(autouse=True)

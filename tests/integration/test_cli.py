@@ -181,8 +181,11 @@ def test_demo_shows_the_middleware_layer_and_does_not_point_at_what_it_removed()
     assert str(home) not in "\n".join(demo.stdout.splitlines()[1:])  # nothing after the first line names it
     waterfall = [re.match(r"[|`\- ]*\S+(?: \S+)*", line).group(0) for line in demo.stdout.splitlines()
                  if line.startswith(("invoke_agent", "|", "`")) and not re.match(r"[|` ]*\* ", line)]  # spans, not events
-    assert waterfall == ["invoke_agent hermes", "|- chat fake-model", "|- execute_tool terminal",
+    # Each model request is an HTTP client span under its chat span (http.client_spans, on by default).
+    assert waterfall == ["invoke_agent hermes", "|- chat fake-model", "| `- POST", "|- execute_tool terminal",
                          "| `- tool_execution demo_middleware", "|   `- tool_call terminal", "`- chat fake-model"]
+    # and under the last chat span too (an indented line the filter above leaves out): one per model request
+    assert sum(bool(re.match(r"[|` ]*`- POST ", line)) for line in demo.stdout.splitlines()) == 2
     # The scripted model publishes prices (3 and 15 USD per million tokens); Hermes's pricing prices both calls.
     lines = demo.stdout.splitlines()
     assert next(line for line in lines if line.startswith("invoke_agent")).endswith("total $0.000276")

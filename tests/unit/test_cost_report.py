@@ -247,3 +247,23 @@ def test_demo_says_what_the_turn_cost_or_why_it_is_unknown(recorded, tmp_path):
             span["attributes"].pop("hermes.usage.cost_reason", None)
     assert demo._cost_note(unpriced) == ("Cost: unknown (no call reported its usage). "
                                          "See docs/cost.md: What did it cost?")
+
+
+def test_by_purpose_counts_auxiliary_calls_beside_the_main_loop(tmp_path):
+    """Auxiliary calls (`hermes.llm.purpose`) count for their session and turn like any attempt, and `--by purpose`
+    splits them from the main loop's."""
+    writer = RotatingJsonLinesWriter(file_paths(tmp_path)["traces"])
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonFileSpanExporter(writer)))
+    tracer = provider.get_tracer("test")
+    root, _ = turn(tracer, DAY1, "s1", "s1:1", "alpha", [
+        priced(0.25, "m1"), priced(0.0625, "m1", **{"hermes.llm.purpose": "approval"}),
+        priced(0.5, "m1"), priced(0.125, "m2", **{"hermes.llm.purpose": "title_generation"}),
+        priced(None, "m2", **{"hermes.llm.purpose": "compression"})])
+    root.end(ns(DAY1, 100))
+    provider.shutdown()
+    writer.close()
+    assert table(cost_report.report(tmp_path, "purpose")) == {
+        "main": (0.75, 2, 0), "title_generation": (0.125, 1, 0), "approval": (0.0625, 1, 0),
+        "compression": (0.0, 1, 1)}
+    assert table(cost_report.report(tmp_path, "session")) == {"s1": (0.9375, 5, 1)}

@@ -1,0 +1,146 @@
+"""Hermes's own log lines as OTel log records, correlated with the span they were logged under.
+
+Hermes logs provider failures, tool errors and plugin problems through the standard `logging` module (to its
+`agent.log` and `errors.log`). A handler on the root logger takes the records of Hermes's own loggers (its
+top-level packages: `agent`, `tools`, `hermes_cli`, `gateway`, ...) at `logs.hermes_level` and above, and
+emits each as an OTel log record with:
+
+* the trace and span ids of the span active where the line was logged, else of the open turn of the session
+  Hermes tags the line with (its `session_tag`), else none;
+* its text and exception masked exactly like our own lines (`redaction/masking.py`), on a copy: the record
+  Hermes's own handlers format is never changed.
+
+Our own logger (`hermes_otel`) and the OpenTelemetry libraries are not Hermes's, so our lines never come back
+through here, and a record the SDK logs while emitting one cannot loop (a per-thread guard besides). Our
+`hermes.observer.*` records are emitted straight to the SDK, never through `logging`, so nothing is doubled.
+The record is made on the logging thread (cheap: text, ids) and handed to the records thread for the SDK.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry._logs import SeverityNumber
+
+from .._internal.safety import report
+from ..redaction.masking import mask_text, printable
+
+# Hermes's top-level modules and packages (hermes-agent 0.16-0.19 `top_level.txt`).
+HERMES_LOGGERS = frozenset({
+    "acp_adapter", "agent", "batch_runner", "cli", "cron", "gateway", "hermes_bootstrap", "hermes_cli",
+    "hermes_constants", "hermes_logging", "hermes_state", "hermes_time", "mcp_serve", "model_tools", "plugins",
+    "providers", "run_agent", "tools", "toolset_distributions", "toolsets", "trajectory_compressor", "tui_gateway",
+    "utils",
+})
+LOGGER_ATTR = "hermes.log.logger"  # the Hermes logger that wrote the line
+SCOPE = "hermes_otel.hermes_logs"
+_MAX_TEXT = 8192  # a log line's body, after masking
+_SEVERITY = ((logging.CRITICAL, SeverityNumber.FATAL), (logging.ERROR, SeverityNumber.ERROR),
+             (logging.WARNING, SeverityNumber.WARN), (logging.INFO, SeverityNumber.INFO),
+             (logging.DEBUG, SeverityNumber.DEBUG))
+
+# (OTel logger, emitter, tracker) of the live telemetry, or None when it is off.
+Sink = Callable[[], "tuple[Any, Any, Any] | None"]
+
+
+def severity(levelno: int) -> SeverityNumber:
+    for level, number in _SEVERITY:
+        if levelno >= level:
+            return number
+    return SeverityNumber.TRACE
+
+
+def is_hermes(name: str) -> bool:
+    return name.split(".", 1)[0] in HERMES_LOGGERS
+
+
+class HermesLogBridge(logging.Handler):
+    """On the root logger, once per process; `level` follows the live configuration."""
+
+    def __init__(self, sink: Sink) -> None:
+        super().__init__(logging.WARNING)
+        self._sink = sink
+        self._busy = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not is_hermes(record.name) or getattr(self._busy, "on", False):
+            return
+        self._busy.on = True
+        try:
+            sink = self._sink()
+            if sink is not None:
+                self._bridge(record, *sink)
+        except Exception as exc:  # noqa: BLE001 - a log line must never fail because of us
+            report(self.emit, exc)
+        finally:
+            self._busy.on = False
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        pass  # never print logging's traceback into Hermes's stderr
+
+    def _bridge(self, record: logging.LogRecord, otel_logger: Any, emitter: Any, tracker: Any) -> None:
+        span = _span_of(record, tracker)
+        attributes: dict[str, Any] = {LOGGER_ATTR: record.name, "code.function.name": record.funcName,
+                                      "code.file.path": record.pathname, "code.line.number": record.lineno}
+        body = _masked(record.getMessage())
+        if record.exc_info and record.exc_info[0] is not None:
+            kind, value, tb = record.exc_info
+            attributes["exception.type"] = kind.__name__
+            attributes["exception.message"] = _masked(str(value))
+            attributes["exception.stacktrace"] = _masked("".join(traceback.format_exception(kind, value, tb)))
+        timestamp = int(record.created * 1e9)
+        emitter.submit(_emit, otel_logger, timestamp, span, record.levelno, record.levelname, body, attributes)
+
+
+def _masked(text: str) -> str:
+    return printable(mask_text(text[:_MAX_TEXT * 2]), lines=True)[:_MAX_TEXT]
+
+
+def _span_of(record: logging.LogRecord, tracker: Any) -> Any:
+    """The span active where the line was logged; else the open turn of the session Hermes tagged it with."""
+    current = trace.get_current_span()
+    if current.get_span_context().is_valid:
+        return current
+    tag = getattr(record, "session_tag", "")
+    session = tag.strip()[1:-1] if isinstance(tag, str) and tag.strip().startswith("[") else ""
+    if session and tracker is not None:
+        turn = tracker.turns.of_session(session)
+        if turn is not None:
+            return turn.span
+    return None
+
+
+def _emit(otel_logger: Any, timestamp: int, span: Any, levelno: int, levelname: str, body: str,
+          attributes: dict[str, Any]) -> None:
+    otel_logger.emit(
+        timestamp=timestamp,
+        observed_timestamp=time.time_ns(),
+        context=trace.set_span_in_context(span) if span is not None else None,
+        severity_number=severity(levelno),
+        severity_text=levelname,
+        body=body,
+        attributes=attributes,
+    )
+
+
+_bridge: HermesLogBridge | None = None
+_lock = threading.Lock()
+
+
+def install(sink: Sink, level: str) -> None:
+    """Put the bridge on the root logger (one bridge per process) at `level` (`off`: it stays, passing nothing)."""
+    global _bridge
+    with _lock:
+        if _bridge is None:
+            _bridge = HermesLogBridge(sink)
+        _bridge._sink = sink
+        root = logging.getLogger()
+        if _bridge not in root.handlers:  # first time, or someone reset the root logger's handlers since
+            root.addHandler(_bridge)
+        _bridge.setLevel(logging.CRITICAL + 1 if level == "off" else logging.getLevelName(level.upper()))

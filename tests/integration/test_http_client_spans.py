@@ -1,0 +1,71 @@
+"""HTTP client spans on real Hermes 0.19.0 in-process: the model request is one `POST` CLIENT span under its `chat`
+span, and the request the model server receives carries that span in `traceparent`; off by a setting; nothing for a
+request made outside our spans; a key in the URL's query masked."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_otel.capture.http_client import masked_url
+from hermes_otel.testing.fake_llm import Reply
+from tests.harness.hermes import at_default, run_agent
+from tests.harness.trees import only
+
+pytestmark = pytest.mark.hermes
+
+
+def _turn(traced, receiver):
+    traced.flush(5)
+    return receiver.wait_for_spans(lambda s: any(x.name == "invoke_agent hermes" for x in s), timeout=15)
+
+
+@pytest.fixture
+def spans_on(traced, monkeypatch):
+    """HTTP client spans at their default, on (the test suite runs with them off)."""
+    at_default(monkeypatch, "HERMES_OTEL_HTTP_CLIENT_SPANS")
+    return traced
+
+
+def test_the_model_request_is_a_client_span_that_the_server_sees(spans_on, traced, llm, receiver):
+    before = len(llm.requests)
+    llm.push(Reply.text("continued"))
+    assert run_agent(llm.base_url, "hi")["final_response"] == "continued"
+    spans = _turn(traced, receiver)
+    chat = only(spans, "chat fake-model")
+    (http,) = [s for s in spans if s.kind == "CLIENT" and s.name == "POST"]
+    assert (http.parent_span_id, http.trace_id) == (chat.span_id, chat.trace_id)
+    assert http.scope_name == "opentelemetry.instrumentation.httpx"
+    # The contrib instrumentation's HTTP names (the stable ones with OTEL_SEMCONV_STABILITY_OPT_IN=http).
+    assert http.attributes == {"http.method": "POST", "http.url": f"{llm.base_url}/chat/completions",
+                               "http.status_code": 200}
+    (request,) = [r for r in llm.requests[before:] if r.path.endswith("/chat/completions")]
+    version, trace_id, parent_id, flags = request.headers["traceparent"].split("-")
+    assert (version, trace_id, parent_id) == ("00", http.trace_id, http.span_id)
+    assert int(flags, 16) & 0x01  # sampled (the SDK may also set the random bit, 0x02)
+    # Requests Hermes makes outside any span of ours (its /models probes) get no span and no header.
+    others = [r for r in llm.requests[before:] if not r.path.endswith("/chat/completions")]
+    assert all("traceparent" not in r.headers for r in others)
+    assert len([s for s in spans if s.name in ("GET", "POST")]) == 1
+
+
+def test_a_setting_turns_them_off(spans_on, traced, llm, receiver, monkeypatch):
+    from hermes_cli.plugins import discover_plugins
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    assert HTTPXClientInstrumentor().is_instrumented_by_opentelemetry
+    monkeypatch.setenv("HERMES_OTEL_HTTP_CLIENT_SPANS", "false")
+    discover_plugins(force=True)
+    assert not HTTPXClientInstrumentor().is_instrumented_by_opentelemetry  # httpx as it was, free for others
+    before = len(llm.requests)
+    llm.push(Reply.text("quiet"))
+    assert run_agent(llm.base_url, "hi")["final_response"] == "quiet"
+    spans = _turn(traced, receiver)
+    assert not [s for s in spans if s.kind == "CLIENT" and s.name == "POST"]
+    assert all("traceparent" not in r.headers for r in llm.requests[before:])
+
+
+def test_a_key_in_the_query_is_masked():
+    base = "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent"
+    assert masked_url(f"{base}?key=AIzaSy123&alt=sse") == f"{base}?key=****&alt=sse"
+    assert masked_url("https://u:pw@host/v1/chat/completions?api_key=abc") == (
+        "https://u:****@host/v1/chat/completions?api_key=****")

@@ -1,0 +1,124 @@
+"""The presets against the real backends that install from PyPI here: a real Hermes 0.19.0 turn (a tool call, then
+the answer), content capture on, sent with nothing but `HERMES_OTEL_BACKEND` and the vendor's own variables, and read
+back through each backend's own API: Arize Phoenix (REST spans: OpenInference kinds, parentage, tokens, the model
+call's input and output) and MLflow's tracking server (its trace search and span store: span types, parentage,
+token usage, the model call's inputs and outputs)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall, Usage
+from tests.harness.backends import MLflow, Phoenix, wait_until
+from tests.harness.hermes import write_home
+
+pytestmark = pytest.mark.hermes
+
+PROJECT = "hermes-preset"
+FIRST, FINAL = Usage(40, 12), Usage(90, 5)
+NAMES = ["invoke_agent hermes", "chat fake-model", "execute_tool terminal", "chat fake-model"]
+
+
+@contextlib.contextmanager
+def a_turn_through(llm: FakeLLMServer, **env: str) -> Iterator[dict]:
+    """One real turn with the plugin configured by `env` only (the preset and the vendor's variables)."""
+    from hermes_cli.plugins import discover_plugins
+    from run_agent import AIAgent
+
+    from hermes_otel import runtime
+
+    home = Path(os.environ["HERMES_HOME"])
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
+                           "OTEL_BSP_SCHEDULE_DELAY": "50", **env}.items():
+            mp.setenv(key, value)
+        write_home(home, llm.base_url)
+        discover_plugins(force=True)
+        try:
+            llm.push(Reply(tool_calls=(ToolCall("terminal", {"command": "echo preset"}, id="call_T"),), usage=FIRST),
+                     Reply(content="preset done", usage=FINAL))
+            agent = AIAgent(base_url=llm.base_url, api_key="sk-fake-test-key", provider="custom", model="fake-model",
+                            enabled_toolsets=["terminal"], quiet_mode=True, skip_context_files=True,
+                            skip_memory=True, max_iterations=4, platform="cli")
+            result = agent.run_conversation("run the preset")
+            assert result["final_response"] == "preset done"
+            runtime.flush(5)
+            yield {"session": agent.session_id}
+        finally:
+            mp.undo()
+            discover_plugins(force=True)
+
+
+def test_phoenix_preset_shows_the_turn_through_phoenixs_api(llm):
+    phoenix = Phoenix()
+    try:
+        phoenix.start()
+        with a_turn_through(llm, HERMES_OTEL_BACKEND="phoenix", PHOENIX_COLLECTOR_ENDPOINT=phoenix.url,
+                            PHOENIX_PROJECT_NAME=PROJECT) as turn:
+            spans = wait_until(lambda: (s := phoenix.spans(PROJECT)) and len(s) >= 4 and s, 30, "the turn in Phoenix")
+    finally:
+        phoenix.stop()
+    spans = sorted(spans, key=lambda s: s["start_time"])
+    assert [s["name"] for s in spans] == NAMES
+    root, first, tool, final = spans
+    assert root["parent_id"] is None
+    assert {s["parent_id"] for s in (first, tool, final)} == {root["context"]["span_id"]}
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    assert [s["span_kind"] for s in spans] == ["AGENT", "LLM", "TOOL", "LLM"]
+    assert root["attributes"]["session.id"] == turn["session"]
+    for chat, usage in ((first, FIRST), (final, FINAL)):
+        a = chat["attributes"]
+        assert (a["llm.token_count.prompt"], a["llm.token_count.completion"], a["llm.token_count.total"]) == (
+            usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens + usage.completion_tokens)
+        assert a["llm.model_name"] == "fake-model"
+    # The model call's input and output (content capture on), as Phoenix shows them.
+    sent = json.loads(final["attributes"]["input.value"])
+    assert [m["role"] for m in sent][-3:] == ["user", "assistant", "tool"]
+    assert sent[-3]["content"] == "run the preset"
+    assert json.loads(final["attributes"]["output.value"]) == [{"role": "assistant", "content": "preset done"}]
+    calls = json.loads(first["attributes"]["output.value"])[0]["tool_calls"]
+    assert calls == [{"name": "terminal", "arguments": json.dumps({"command": "echo preset"})}]
+
+
+def test_mlflow_preset_shows_the_turn_through_mlflows_api(llm):
+    server = MLflow()
+    try:
+        server.start()
+        with a_turn_through(llm, HERMES_OTEL_BACKEND="mlflow", MLFLOW_TRACKING_URI=server.url) as turn:
+            (info,) = wait_until(lambda: server.traces("0"), 30, "the turn in MLflow")
+            spans = wait_until(lambda: (s := server.spans(info["trace_id"])) and len(s) >= 4 and s, 30,
+                               "every span in MLflow")
+            total = FIRST.prompt_tokens + FINAL.prompt_tokens + FIRST.completion_tokens + FINAL.completion_tokens
+            # MLflow sums the trace's usage over the spans it has: once all are in, the turn's.
+            (info,) = wait_until(lambda: [t for t in server.traces("0") if json.loads(
+                t["trace_metadata"]["mlflow.trace.tokenUsage"])["total_tokens"] == total], 30, "the turn's usage")
+    finally:
+        server.stop()
+    assert json.loads(info["trace_metadata"]["mlflow.trace.tokenUsage"]) == {
+        "input_tokens": FIRST.prompt_tokens + FINAL.prompt_tokens,
+        "output_tokens": FIRST.completion_tokens + FINAL.completion_tokens,
+        "total_tokens": total, "cache_read_input_tokens": 0}
+    assert info["trace_metadata"]["mlflow.trace.session"] == turn["session"]  # from gen_ai.conversation.id
+    assert info["tags"]["service.name"] == "hermes-agent"
+    spans = sorted(spans, key=lambda s: s["start_time_unix_nano"])
+    assert [s["name"] for s in spans] == NAMES
+    root, first, tool, final = spans
+    assert root["parent_span_id"] is None
+    assert {s["parent_span_id"] for s in (first, tool, final)} == {root["span_id"]}
+    attrs = [{k: json.loads(v) if k.startswith("mlflow.") else v for k, v in s["attributes"].items()} for s in spans]
+    assert [a["mlflow.spanType"] for a in attrs] == ["AGENT", "CHAT_MODEL", "TOOL", "CHAT_MODEL"]
+    for a, usage in ((attrs[1], FIRST), (attrs[3], FINAL)):
+        assert a["mlflow.chat.tokenUsage"] == {"input_tokens": usage.prompt_tokens,
+                                               "output_tokens": usage.completion_tokens,
+                                               "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+                                               "cache_read_input_tokens": 0}
+        assert a["mlflow.llm.model"] == "fake-model"
+    # The model call's inputs and outputs (content capture on), as MLflow stores them.
+    assert [m["role"] for m in attrs[3]["mlflow.spanInputs"]][-3:] == ["user", "assistant", "tool"]
+    assert attrs[3]["mlflow.spanOutputs"] == [{"role": "assistant", "content": "preset done"}]

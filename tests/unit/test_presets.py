@@ -1,0 +1,139 @@
+"""Backend presets (config/presets.py): for each backend, the exact endpoints, protocol, headers, resource and
+attribute flavour built from the vendor's own variables, checked against each vendor's documented OTLP shape; the
+precedence of explicit settings; what is missing, said without the secret."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+import pytest
+
+from hermes_otel.config import load_settings, presets
+from hermes_otel.redaction import masking
+
+NO_FILE = Path(os.devnull)
+
+
+def settings_for(**env: str):
+    result = load_settings(env={"HERMES_HOME": "/tmp/hermes-otel-presets", **env}, path=NO_FILE)
+    return result.settings, result.problems
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+# backend -> (vendor variables, {signal: URL}, headers, resource attributes, flavour). The URLs and header names are
+# those each vendor documents for OTLP (docs/backends.md links them).
+EXPECTED = {
+    "phoenix": ({"PHOENIX_API_KEY": "px-key", "PHOENIX_PROJECT_NAME": "hermes"},
+                {"traces": "http://localhost:6006/v1/traces"}, {"authorization": "Bearer px-key"},
+                {"openinference.project.name": "hermes"}, "openinference"),
+    "arize": ({"ARIZE_SPACE_ID": "U3BhY2U6MQ==", "ARIZE_API_KEY": "ak-arize", "ARIZE_PROJECT_NAME": "hermes"},
+              {"traces": "https://otlp.arize.com/v1/traces"}, {"space_id": "U3BhY2U6MQ==", "api_key": "ak-arize"},
+              {"openinference.project.name": "hermes"}, "openinference"),
+    "langfuse": ({"LANGFUSE_PUBLIC_KEY": "pk-lf-1", "LANGFUSE_SECRET_KEY": "sk-lf-2"},
+                 {"traces": "https://cloud.langfuse.com/api/public/otel/v1/traces"},
+                 {"authorization": basic("pk-lf-1", "sk-lf-2"), "x-langfuse-ingestion-version": "4"}, {}, "gen_ai"),
+    "langsmith": ({"LANGSMITH_API_KEY": "lsv2_pt_1", "LANGSMITH_PROJECT": "hermes"},
+                  {"traces": "https://api.smith.langchain.com/otel/v1/traces"},
+                  {"x-api-key": "lsv2_pt_1", "Langsmith-Project": "hermes"}, {}, "gen_ai"),
+    "mlflow": ({"MLFLOW_EXPERIMENT_ID": "7"}, {"traces": "http://localhost:5000/v1/traces"},
+               {"x-mlflow-experiment-id": "7"}, {}, "gen_ai"),
+    "weave": ({"WANDB_API_KEY": "wandb-key-1", "WANDB_ENTITY": "team", "WANDB_PROJECT": "hermes"},
+              {"traces": "https://trace.wandb.ai/otel/v1/traces"}, {"wandb-api-key": "wandb-key-1"},
+              {"wandb.entity": "team", "wandb.project": "hermes"}, "gen_ai"),
+    "opik": ({"OPIK_API_KEY": "opik-key", "OPIK_WORKSPACE": "team", "OPIK_PROJECT_NAME": "hermes"},
+             {"traces": "https://www.comet.com/opik/api/v1/private/otel/v1/traces"},
+             {"Authorization": "opik-key", "Comet-Workspace": "team", "projectName": "hermes"}, {}, "gen_ai"),
+    "honeycomb": ({"HONEYCOMB_API_KEY": "hc-key"},
+                  {s: f"https://api.honeycomb.io/v1/{s}" for s in ("traces", "logs", "metrics")},
+                  {"x-honeycomb-team": "hc-key"}, {}, "gen_ai"),
+    "datadog": ({"DD_AGENT_HOST": "dd-agent"},
+                {s: f"http://dd-agent:4318/v1/{s}" for s in ("traces", "logs", "metrics")}, {}, {}, "gen_ai"),
+    "grafana-cloud": ({"GRAFANA_CLOUD_OTLP_ENDPOINT": "https://otlp-gateway-prod-eu-west-2.grafana.net/otlp",
+                       "GRAFANA_CLOUD_INSTANCE_ID": "123456", "GRAFANA_CLOUD_API_KEY": "glc_token"},
+                      {s: f"https://otlp-gateway-prod-eu-west-2.grafana.net/otlp/v1/{s}"
+                       for s in ("traces", "logs", "metrics")},
+                      {"Authorization": basic("123456", "glc_token")}, {}, "gen_ai"),
+    "signoz": ({"SIGNOZ_ENDPOINT": "https://ingest.eu.signoz.cloud:443", "SIGNOZ_INGESTION_KEY": "sz-key"},
+               {s: f"https://ingest.eu.signoz.cloud:443/v1/{s}" for s in ("traces", "logs", "metrics")},
+               {"signoz-ingestion-key": "sz-key"}, {}, "gen_ai"),
+    "uptrace": ({"UPTRACE_DSN": "https://token@api.uptrace.dev?grpc=4317"},
+                {s: f"https://api.uptrace.dev/v1/{s}" for s in ("traces", "logs", "metrics")},
+                {"uptrace-dsn": "https://token@api.uptrace.dev?grpc=4317"}, {}, "gen_ai"),
+    "jaeger": ({}, {"traces": "http://localhost:4318/v1/traces"}, {}, {}, "gen_ai"),
+    "tempo": ({}, {"traces": "http://localhost:4318/v1/traces"}, {}, {}, "gen_ai"),
+    "collector": ({}, {s: f"http://localhost:4318/v1/{s}" for s in ("traces", "logs", "metrics")}, {}, {}, "gen_ai"),
+}
+
+
+def test_every_preset_is_covered():
+    assert set(EXPECTED) == set(presets.NAMES)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_request_each_preset_builds(name):
+    env, endpoints, headers, resource, flavour = EXPECTED[name]
+    settings, problems = settings_for(HERMES_OTEL_BACKEND=name, **env)
+    assert problems == ()
+    assert settings.backend == name
+    assert {s: t.endpoint for s, t in settings.otlp.items()} == endpoints
+    assert {t.protocol for t in settings.otlp.values()} == {"http/protobuf"}
+    for target in settings.otlp.values():
+        assert dict(target.headers) == headers
+    # Signals the backend does not ingest stay in the local files.
+    assert settings.file_signals == frozenset({"traces", "logs", "metrics"} - set(endpoints))
+    assert {k: v for k, v in settings.resource_attributes.items() if k in resource} == resource
+    assert presets.flavour(name) == flavour
+    preset = presets.PRESETS[name]
+    assert preset.docs.startswith("https://")
+    # Every credential is a secret from now on: masked wherever it could be shown; names and ids are not.
+    secret = {h.name for h in preset.headers if h.secret}
+    for header, value in headers.items():
+        shown = masking.mask_text(f"value {value} here")
+        assert (value not in shown) == (header in secret), header
+
+
+def test_explicit_settings_win_key_by_key():
+    settings, _ = settings_for(
+        HERMES_OTEL_BACKEND="langfuse", LANGFUSE_PUBLIC_KEY="pk", LANGFUSE_SECRET_KEY="sk",
+        OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer mine,x-extra=1",
+        OTEL_RESOURCE_ATTRIBUTES="service.namespace=team")
+    (target,) = settings.otlp.values()
+    assert dict(target.headers) == {"x-langfuse-ingestion-version": "4", "authorization": "Bearer mine",
+                                    "x-extra": "1"}
+    settings, _ = settings_for(HERMES_OTEL_BACKEND="langfuse", LANGFUSE_HOST="http://127.0.0.1:3000",
+                               OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:9/custom")
+    assert settings.otlp["traces"].endpoint == "http://127.0.0.1:9/custom"
+    # A general endpoint is used as usual, for every signal (the preset's headers still go to its signals).
+    settings, _ = settings_for(HERMES_OTEL_BACKEND="jaeger", OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318")
+    assert {s: t.endpoint for s, t in settings.otlp.items()} == {
+        s: f"http://127.0.0.1:4318/v1/{s}" for s in ("traces", "logs", "metrics")}
+    settings, _ = settings_for(HERMES_OTEL_BACKEND="langfuse", LANGFUSE_HOST="http://127.0.0.1:3000/")
+    assert settings.otlp["traces"].endpoint == "http://127.0.0.1:3000/api/public/otel/v1/traces"
+
+
+def test_the_plugins_toml_key(tmp_path):
+    doc = tmp_path / "plugins.toml"
+    doc.write_text('[[components]]\nkind = "hermes_otel"\n[components.config]\nbackend = "mlflow"\n')
+    result = load_settings(env={"HERMES_HOME": str(tmp_path), "MLFLOW_TRACKING_URI": "http://127.0.0.1:5000"},
+                           path=doc)
+    assert result.problems == ()
+    assert result.settings.otlp["traces"].endpoint == "http://127.0.0.1:5000/v1/traces"
+    assert dict(result.settings.otlp["traces"].headers) == {"x-mlflow-experiment-id": "0"}  # the server requires it
+
+
+def test_missing_vendor_variables_are_said_without_secrets():
+    settings, problems = settings_for(HERMES_OTEL_BACKEND="langfuse", LANGFUSE_PUBLIC_KEY="pk-only")
+    assert [str(p) for p in problems] == [
+        "backend preset 'langfuse': authorization: expected LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY set, "
+        "found unset: the header is not sent"]
+    assert all(not p.fatal for p in problems)
+    assert dict(settings.otlp["traces"].headers) == {"x-langfuse-ingestion-version": "4"}
+    _, problems = settings_for(HERMES_OTEL_BACKEND="grafana-cloud")
+    assert [p.key for p in problems] == ["", "Authorization"]
+    _, problems = settings_for(HERMES_OTEL_BACKEND="no-such-backend")
+    assert [p.source for p in problems] == ["HERMES_OTEL_BACKEND"]
