@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
 RUNS = int(os.environ.get("BENCH_STARTUP_RUNS", "7"))
+# The tree whose plugin is measured (default: this one); another checkout gives the "before" of a before/after table.
+TREE = Path(os.environ.get("BENCH_STARTUP_TREE") or ROOT).resolve()
 RESULTS = Path(os.environ.get("BENCH_RESULTS") or Path(__file__).parent / "results")
 BUDGET_MS = 100.0
 
@@ -52,7 +54,7 @@ def one_shot_runs() -> list[dict[str, Any]]:
             for n, (label, (enabled, extra)) in enumerate(cases.items()):
                 home = write_home(Path(tmp) / f"home-{n}-{run}", llm.base_url, enable=enabled)
                 llm.push(*script())
-                done = hermes_chat("say hi", env=clean_env(home, **extra))
+                done = hermes_chat("say hi", env=clean_env(home, PYTHONPATH=str(TREE), **extra))
                 if done.returncode != 0:
                     raise SystemExit(f"{label}: hermes chat failed:\n{done.stdout}\n{done.stderr}")
                 if run:
@@ -90,7 +92,7 @@ def plugin_cost() -> dict[str, Any]:
     runs = []
     for _ in range(RUNS):
         done = subprocess.run([sys.executable, "-c", _IN_PROCESS], capture_output=True, text=True, check=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              env={**os.environ, "PYTHONPATH": str(TREE)})
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     modules = runs[-1]["modules"]
     by_top: dict[str, int] = {}
@@ -124,9 +126,10 @@ def markdown(report: dict[str, Any]) -> str:
 def main() -> int:
     # A wheel install compiles the package's bytecode; an editable one under PYTHONDONTWRITEBYTECODE never would,
     # and every run would then pay for compiling our sources, which no user pays.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "hermes_otel")], check=True,
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(TREE / "hermes_otel")], check=True,
                    stdout=subprocess.DEVNULL)
-    report = {"runs": RUNS, "budget_ms": BUDGET_MS, "plugin": plugin_cost(), "one_shot": one_shot_runs()}
+    report = {"tree": str(TREE), "runs": RUNS, "budget_ms": BUDGET_MS, "plugin": plugin_cost(),
+              "one_shot": one_shot_runs()}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "startup.json").write_text(json.dumps(report, indent=2) + "\n")
     text = markdown(report)
