@@ -185,7 +185,7 @@ def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
 
 
 # Headers the SDK's HTTP client sends of its own; every other header it holds came from OTEL_*_HEADERS.
-_SDK_HEADERS = ("user-agent", "content-encoding")
+_SDK_HEADERS = ("content-type", "user-agent", "content-encoding")
 
 
 def _only_our_headers(inner: Any, headers: Mapping[str, str]) -> None:

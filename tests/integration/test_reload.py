@@ -23,7 +23,7 @@ def test_rediscovery_reuses_the_pipeline_and_applies_changes(traced, llm, receiv
         discover_plugins(force=True)
     assert runtime.current_telemetry() is live  # same settings: same providers, processors, threads
     assert threading.active_count() <= threads  # none added (others may have finished)
-    assert len(live.tracer_provider._active_span_processor._span_processors) == 1
+    assert len(live.tracer_provider._active_span_processor._span_processors) == 2  # OTLP, and the traces file
     assert get_plugin_manager()._hooks["on_session_end"].count(get_plugin_manager()._hooks["on_session_end"][0]) == 1
     # Instrumented exactly once: the wrapper wraps the original runner, not another wrapper.
     assert not hasattr(middleware.run_llm_execution_middleware.__wrapped__, "__wrapped__")

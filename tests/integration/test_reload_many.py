@@ -55,7 +55,7 @@ def test_a_hundred_reloads(traced, llm, receiver, monkeypatch):
         _end(manager, _begin(manager, middleware, i))
         live = runtime.current_telemetry()
         assert live.settings.service_name == f"agent-v{i // 10}"  # the new configuration applies
-        assert len(live.tracer_provider._active_span_processor._span_processors) == 1
+        assert len(live.tracer_provider._active_span_processor._span_processors) == 2  # OTLP + traces file
         ours = {name: [cb for cb in cbs if getattr(cb, "__name__", "").startswith("hermes_otel_")]
                 for name, cbs in manager._hooks.items()}
         assert all(len(cbs) == 1 for cbs in ours.values()) and "on_session_end" in ours

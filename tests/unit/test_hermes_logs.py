@@ -75,9 +75,14 @@ def test_a_line_outside_any_span_joins_the_open_turn_of_its_session(env):
     _, tracker, exporter, _, _ = env
     turn = tracker.turn("s1:t:1", "s1", {})
     logger = logging.getLogger("agent.conversation_loop")
-    logger.warning("tagged", extra={"session_tag": " [s1]"})
-    logger.warning("another session", extra={"session_tag": " [s2]"})
-    logger.warning("untagged")
+    for message, tag in (("tagged", " [s1]"), ("another session", " [s2]"), ("untagged", None)):
+        # Set after the record is made: a loaded Hermes installs a record factory that sets session_tag itself.
+        record = logger.makeRecord(logger.name, logging.WARNING, __file__, 0, message, (), None)
+        if tag is not None:
+            record.session_tag = tag
+        elif hasattr(record, "session_tag"):
+            del record.session_tag
+        logger.handle(record)
     tagged, other, untagged = records(exporter)
     assert (tagged.trace_id, tagged.span_id) == (turn.span.get_span_context().trace_id,
                                                   turn.span.get_span_context().span_id)

@@ -38,6 +38,9 @@ from ...redaction.masking import mask_url
 from ...version import __version__
 from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
 
+# Our own generator: the sender thread never moves the process-wide `random` state under someone else.
+_JITTER = random.Random()
+
 MIN_GAP_S = 0.02  # between two batches of the background sender (so at most 50 batches/s)
 BUSY_SHARE = 0.25  # of one core, at most, for the background sender
 BACKOFF_S = (1.0, 60.0)  # first and longest wait after a failed send
@@ -487,7 +490,7 @@ class Resender:
     def _back_off(self, key: str, retry_after_s: float | None) -> None:
         last = self._backoff.get(key, (0.0, 0.0))[1]
         delay = min(max(last * 2, BACKOFF_S[0]), BACKOFF_S[1])
-        wait = retry_after_s if retry_after_s is not None else delay * random.uniform(0.8, 1.2)
+        wait = retry_after_s if retry_after_s is not None else delay * _JITTER.uniform(0.8, 1.2)
         self._backoff[key] = (time.monotonic() + wait, delay)
 
 
