@@ -52,7 +52,7 @@ _atexit_registered = False
 
 def _spooling():
     """The delivery and re-send modules, or None: they are imported with the first OTLP endpoint (telemetry.py),
-    so a files-only run never loads them, and without them there is no outbox or sender to look after."""
+    so a files-only run never loads them, and without them there is no spooling exporter or sender to look after."""
     return sys.modules.get(f"{__package__}.exporters.spool")
 
 

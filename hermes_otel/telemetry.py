@@ -13,8 +13,8 @@ deadline.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import functools
 import os
 import socket
 import sys
@@ -61,9 +61,6 @@ from .exporters.file.exporter import (
     file_paths,
 )
 from .exporters.health import (
-    GuardedLogExporter,
-    GuardedMetricExporter,
-    GuardedSpanExporter,
     OurBatchLogRecordProcessor,
     OurBatchSpanProcessor,
     health,
@@ -139,64 +136,11 @@ def build_sampler(settings: Settings) -> Sampler:
 
 
 def _otlp_exporter(signal: str, target: OTLPTarget, settings: Settings):
-    """Exporter for one signal; imported lazily so an unused transport costs nothing. It never waits on the
-    network in the SDK's threads; what it cannot deliver goes to the spool (exporters/delivery.py)."""
-    gzip = target.compression == "gzip"
-    if target.protocol == "grpc":
-        from grpc import Compression as GrpcCompression
+    """The SDK's OTLP exporter for one signal (imported lazily, so an unused transport costs nothing), run on the
+    batch processor's thread; what it does not deliver goes to the spool (exporters/spool/delivery.py)."""
+    from .exporters.spool.delivery import spooling_exporter
 
-        module = {
-            "traces": "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
-            "logs": "opentelemetry.exporter.otlp.proto.grpc._log_exporter",
-            "metrics": "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
-        }[signal]
-        compression = GrpcCompression.Gzip if gzip else GrpcCompression.NoCompression
-        insecure = target.endpoint.startswith("http://")
-        kwargs = {"insecure": insecure}
-    else:
-        from opentelemetry.exporter.otlp.proto.http import (
-            Compression as HttpCompression,
-        )
-
-        module = {
-            "traces": "opentelemetry.exporter.otlp.proto.http.trace_exporter",
-            "logs": "opentelemetry.exporter.otlp.proto.http._log_exporter",
-            "metrics": "opentelemetry.exporter.otlp.proto.http.metric_exporter",
-        }[signal]
-        compression = HttpCompression.Gzip if gzip else HttpCompression.NoCompression
-        kwargs = {}
-    cls_name = {"traces": "OTLPSpanExporter", "logs": "OTLPLogExporter", "metrics": "OTLPMetricExporter"}[signal]
-    cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
-    inner = cls(
-        endpoint=target.endpoint,
-        headers=dict(target.headers),
-        timeout=target.timeout_s,
-        compression=compression,
-        **kwargs,
-    )
-    _only_our_headers(inner, target.headers)
-    from .exporters.spool.delivery import outbox_exporter
-    from .exporters.spool.store import endpoint_key, spool_for
-
-    guard = {"traces": GuardedSpanExporter, "logs": GuardedLogExporter, "metrics": GuardedMetricExporter}[signal]
-    return outbox_exporter(signal, guard(inner, target.endpoint, count_drops=False), target.endpoint,
-                           endpoint_key(target.protocol, target.endpoint, target.headers), spool_for(settings),
-                           settings.flush_timeout_s, settings.bsp_max_queue_size)
-
-
-# Headers the SDK's HTTP client sends of its own; every other header it holds came from OTEL_*_HEADERS.
-_SDK_HEADERS = ("content-type", "user-agent", "content-encoding")
-
-
-def _only_our_headers(inner: Any, headers: Mapping[str, str]) -> None:
-    """The SDK merges the environment's OTEL_*_HEADERS under the headers it is given (HTTP), or uses them when it
-    is given none (gRPC), re-reading values config refused: keep exactly the validated ones."""
-    client: Any = getattr(inner, "_client", None)
-    if isinstance(getattr(client, "_headers", None), dict):  # HTTP
-        kept = {k: v for k, v in client._headers.items() if k.lower() in _SDK_HEADERS}
-        client._headers = kept | dict(headers)
-    elif isinstance(getattr(inner, "_headers", None), tuple):  # gRPC: metadata tuples
-        inner._headers = tuple(headers.items())
+    return spooling_exporter(signal, target, settings)
 
 
 _DROP_SIGNALS = ("traces", "logs", "metrics")  # always reported (0 is news too); others once they drop
@@ -267,28 +211,37 @@ class Telemetry:
 
     def _flush_all(self, timeout_ms: int) -> None:
         self.emitter.drain(timeout_ms / 1000)
-        self.tracer_provider.force_flush(timeout_ms)
-        self.logger_provider.force_flush(timeout_ms)
-        self.meter_provider.force_flush(timeout_ms)
+        _side_by_side(functools.partial(self.tracer_provider.force_flush, timeout_ms),
+                      functools.partial(self.logger_provider.force_flush, timeout_ms),
+                      functools.partial(self.meter_provider.force_flush, timeout_ms))
 
     def _shutdown_all(self, timeout_ms: int) -> None:
         self.emitter.shutdown(timeout_ms / 1000)
         spooling = sys.modules.get(f"{__package__}.exporters.spool")  # loaded with the first OTLP endpoint
-        together = spooling.delivery.finishing_together() if spooling is not None else contextlib.nullcontext()
-        with together:  # every exporter its own budget: the files never wait behind an endpoint
-            self.tracer_provider.shutdown()
-            self.logger_provider.shutdown()
-            self.meter_provider.shutdown(timeout_millis=timeout_ms)
+        if spooling is not None:  # every OTLP exporter its own deadline, all at once
+            spooling.delivery.close_all(self.settings)
+        _side_by_side(self.tracer_provider.shutdown, self.logger_provider.shutdown,
+                      functools.partial(self.meter_provider.shutdown, timeout_millis=timeout_ms))
+
+
+def _side_by_side(*works: Any) -> None:
+    """The three providers at once: each one's files come first in it (an OTLP exporter now exports on the
+    flushing thread), so no provider's files wait behind another's endpoint."""
+    threads = [threading.Thread(target=safely, args=(work,), name="hermes-otel-flush", daemon=True) for work in works]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def _within(timeout_s: float, work) -> bool:
     """Run `work` on a daemon thread and wait at most `timeout_s` for it (the daemon thread lets the process
     exit anyway).
 
-    The budget belongs to the local exporters (files, console): an OTLP exporter never holds the flush, it
-    only hands batches to its outbox, whose shutdown waits at most 100 ms and spools the rest (or, without the
-    spool, waits its own flush budget, not at all for a failing endpoint; exporters/delivery.py). So a failing
-    endpoint never cuts the files short.
+    The budget belongs to the local exporters (files, console), which come first in every provider: an OTLP
+    exporter's shutdown waits at most 100 ms for the network and spools the rest (or, without the spool, waits
+    its own flush budget, not at all for a failing endpoint; exporters/spool/delivery.py). So a failing endpoint
+    never cuts the files short.
     """
     timeout_ms = max(int(timeout_s * 1000), 1)
     done = threading.Event()

@@ -1,16 +1,17 @@
 """Export health: one clear message for a failing endpoint, counted drops, no waiting on a dead one.
 
 The OTLP exporters retry transient failures with backoff and log a warning
-per attempt. Wrapped in :class:`Guarded*Exporter`, our exporters instead:
+per attempt. Around our exports (exporters/spool/delivery.py) we instead:
 
 * report the first failure per endpoint once, clearly, at WARNING (repeats
   at DEBUG) — the SDK's own per-attempt warnings are suppressed, but only
   those raised inside OUR exports (a thread-local marks them), so another
   OpenTelemetry pipeline in the process keeps its logs;
-* count what they drop (``ExportHealth.dropped``), unless the caller keeps a
-  failed batch (the spool, :mod:`.delivery`) and counts only what it cannot keep;
-* tell the shutdown at exit that the endpoint is failing, so it does not wait
-  out the retry backoff on the agent's way out.
+* count what is dropped (``ExportHealth.dropped``): what the spool cannot keep,
+  and what our batch processors refuse at a full queue;
+* tell the shutdown that the endpoint is failing, so it does not wait out the
+  retry backoff on the agent's way out, and the live exports skip the network
+  while it lasts (the re-sender's probe says when it answers again).
 """
 
 from __future__ import annotations
@@ -20,19 +21,17 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from .._internal import log as _log
 from ..redaction.masking import OTLP_EXPORTER_LOGGERS
 
 EXPORTER_LOGGERS = OTLP_EXPORTER_LOGGERS
 
-_current = threading.local()  # .export = (signal, endpoint) while one of our exports runs
+current = threading.local()  # .export: who exports (.signal, .report(record)) while one of our exports runs
 
 
 class ExportHealth:
@@ -88,14 +87,12 @@ class _SuppressOurRetries(logging.Filter):
     """Turn the SDK's per-attempt warnings inside our exports into one health report."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        active = getattr(_current, "export", None)
+        active = getattr(current, "export", None)
         if active is None or record.levelno < logging.WARNING:
             return True
         try:
-            signal, endpoint = active
-            message = record.getMessage()
-            health.failure(signal, endpoint, _short_reason(message))
-            _log.logger.debug("hermes-otel: %s exporter: %s", signal, message)
+            active.report(record)
+            _log.logger.debug("hermes-otel: %s exporter: %s", active.signal, record.getMessage())
         except Exception:  # noqa: BLE001 - a logging filter must not raise into the exporter
             pass
         return False
@@ -112,7 +109,7 @@ class _CountQueueFull(logging.Filter):
     hermes_otel_queue_full = True  # one of these per logger, whichever copy of this module installed it
 
     def filter(self, record: logging.LogRecord) -> bool:
-        signal = getattr(_current, "queueing", None)
+        signal = getattr(current, "queueing", None)
         if signal is None:
             return True  # not ours
         try:
@@ -134,22 +131,22 @@ class OurBatchSpanProcessor(BatchSpanProcessor):
     """The SDK's batch span processor, marking its `on_end` as ours for the queue-full count."""
 
     def on_end(self, span: Any) -> None:
-        _current.queueing = "traces"
+        current.queueing = "traces"
         try:
             super().on_end(span)
         finally:
-            _current.queueing = None
+            current.queueing = None
 
 
 class OurBatchLogRecordProcessor(BatchLogRecordProcessor):
     """The SDK's batch log-record processor, marking its `on_emit` as ours for the queue-full count."""
 
     def on_emit(self, log_record: Any) -> None:
-        _current.queueing = "logs"
+        current.queueing = "logs"
         try:
             super().on_emit(log_record)
         finally:
-            _current.queueing = None
+            current.queueing = None
 
 
 # The SDK's message and logger for a drop at a full batch queue (a contract test holds us to them).
@@ -186,100 +183,8 @@ def _collector(endpoint: str) -> str:
     return f"{parts.scheme}://{where}" if parts.scheme else where
 
 
-def _short_reason(message: str) -> str:
+def short_reason(message: str) -> str:
     for marker in ("Connection refused", "timed out", "Name or service not known", "certificate verify failed"):
         if marker.lower() in message.lower():
             return marker.lower()
     return message[:200]
-
-
-class _Guard:
-    """Shared bookkeeping around one inner exporter call."""
-
-    def __init__(self, signal: str, endpoint: str, count_drops: bool = True) -> None:
-        self.signal = signal
-        self.endpoint = endpoint
-        self.count_drops = count_drops  # False when the caller keeps (spools) or counts a failed batch itself
-
-    def run(self, call, count: int, succeeded) -> Any:
-        _current.export = (self.signal, self.endpoint)
-        try:
-            result = call()
-        except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the worker
-            health.failure(self.signal, self.endpoint, f"{type(exc).__name__}: {exc}")
-            if self.count_drops:
-                health.drop(self.signal, self.endpoint, count)
-            return None
-        finally:
-            _current.export = None
-        if succeeded(result):
-            health.success(self.endpoint)
-        else:
-            health.failure(self.signal, self.endpoint, "export failed")
-            if self.count_drops:
-                health.drop(self.signal, self.endpoint, count)
-        return result
-
-
-class GuardedSpanExporter(SpanExporter):
-    def __init__(self, inner: SpanExporter, endpoint: str, count_drops: bool = True) -> None:
-        self._inner = inner
-        self._guard = _Guard("traces", endpoint, count_drops)
-
-    def export(self, spans: Sequence[Any]) -> SpanExportResult:
-        result = self._guard.run(lambda: self._inner.export(spans), len(spans), lambda r: r == SpanExportResult.SUCCESS)
-        return result if result is not None else SpanExportResult.FAILURE
-
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._inner.force_flush(timeout_millis)
-
-
-class GuardedLogExporter(LogRecordExporter):
-    def __init__(self, inner: LogRecordExporter, endpoint: str, count_drops: bool = True) -> None:
-        self._inner = inner
-        self._guard = _Guard("logs", endpoint, count_drops)
-
-    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-        result = self._guard.run(
-            lambda: self._inner.export(batch), len(batch), lambda r: r == LogRecordExportResult.SUCCESS
-        )
-        return result if result is not None else LogRecordExportResult.FAILURE
-
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._inner.force_flush(timeout_millis)
-
-
-class GuardedMetricExporter(MetricExporter):
-    def __init__(self, inner: MetricExporter, endpoint: str, count_drops: bool = True) -> None:
-        super().__init__(
-            preferred_temporality=inner._preferred_temporality,
-            preferred_aggregation=inner._preferred_aggregation,
-        )
-        self._inner = inner
-        self._guard = _Guard("metrics", endpoint, count_drops)
-
-    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        points = sum(
-            len(m.data.data_points)
-            for rm in getattr(metrics_data, "resource_metrics", ())
-            for sm in rm.scope_metrics
-            for m in sm.metrics
-        )
-        result = self._guard.run(
-            lambda: self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs),
-            points,
-            lambda r: r == MetricExportResult.SUCCESS,
-        )
-        return result if result is not None else MetricExportResult.FAILURE
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return self._inner.force_flush(timeout_millis=timeout_millis)
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        self._inner.shutdown(timeout_millis=timeout_millis, **kwargs)

@@ -49,7 +49,7 @@ def test_reliability_states_the_constants_of_the_code():
     text = " ".join((DOCS / "reliability.md").read_text(encoding="utf-8").split())
     for phrase in (
         f"waits at most **{delivery.SPOOL_WAIT_S * 1000:g} ms** for in-flight exports",
-        "more than `batch.max_queue_size` items (2048 by default) already wait for it",
+        "it holds at most `batch.max_queue_size` items (2048 by default)",
         f"at least {resend.MIN_GAP_S * 1000:g} ms between batches, at most a quarter of one core",
         f"backs off ({resend.BACKOFF_S[0]:g} s doubling to {resend.BACKOFF_S[1]:g} s",
         "(HTTP " + ", ".join(str(c) for c in sorted(resend.REJECTED_HTTP)[:-1])

@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermes_otel.config import OTLPTarget
-from hermes_otel.exporters.spool.resend import pieces, send_all, to_request
+from hermes_otel.exporters.spool.decode import pieces, to_request
+from hermes_otel.exporters.spool.resend import send_all
 from hermes_otel.exporters.spool.store import Requests, Spool, endpoint_key
 from tests.harness.otlp_receiver import OTLPReceiver
 from tests.unit.test_fuzz import FUZZ

@@ -119,7 +119,7 @@ def test_a_batch_swapped_for_a_fifo_after_the_listing_is_reported_not_waited_on_
     """The listing saw a regular file; by the time it is opened it is a FIFO (a race, or a hostile user of the same
     uid): the open does not wait for a writer, the open file is checked, and it is a stray, never "busy"."""
     from hermes_otel.config import OTLPTarget
-    from hermes_otel.exporters.spool.resend import _Channels, send_entry
+    from hermes_otel.exporters.spool.resend import Exporters, send_entry
     from hermes_otel.exporters.spool.store import endpoint_key
 
     spool = Spool(tmp_path / "spool", 1 << 20, 86400)
@@ -129,7 +129,7 @@ def test_a_batch_swapped_for_a_fifo_after_the_listing_is_reported_not_waited_on_
     entry.path.unlink()
     os.mkfifo(entry.path, 0o600)
     outcome = within(5, lambda: send_entry(spool, entry, OTLPTarget(url, "http/protobuf", {}, 1.0, "none"),
-                                           _Channels()))
+                                           Exporters()))
     assert (outcome.kind, outcome.detail) == ("stray", "a FIFO, not a regular file")
     assert within(5, lambda: spool.evict(entry, "age")) is False and os.path.lexists(entry.path)
 
@@ -266,7 +266,7 @@ def test_a_large_batch_is_re_sent_in_requests_of_at_most_the_batch_size_limit(tm
     """A spool file of 2,100 spans in 5 lines (requests of 420) goes as requests of at most 512 spans and more
     (a request is never split): 840, 840, 420 — the re-send holds one of them at a time, never the whole file."""
     from hermes_otel.config import OTLPTarget
-    from hermes_otel.exporters.spool.resend import PIECE_ITEMS
+    from hermes_otel.exporters.spool.decode import PIECE_ITEMS
     from hermes_otel.exporters.spool.store import endpoint_key
 
     assert PIECE_ITEMS == 512

@@ -26,7 +26,6 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
@@ -332,24 +331,6 @@ def _encode_scope(scope: InstrumentationScope | None) -> dict[str, Any]:
     return out
 
 
-def _sdk_span_storage(cls: type) -> bool:
-    """Whether ``cls`` reads attributes, events and links as ReadableSpan does.
-
-    Then the encoder reads the stored objects instead: the public properties
-    copy them (a mapping proxy, tuples built under a lock), which costs more
-    than encoding a typical span's few fields.
-    """
-    direct = _SDK_STORAGE.get(cls)
-    if direct is None:
-        direct = _SDK_STORAGE[cls] = issubclass(cls, ReadableSpan) and all(
-            getattr(cls, name, None) is getattr(ReadableSpan, name) for name in ("attributes", "events", "links")
-        )
-    return direct
-
-
-_SDK_STORAGE: dict[type, bool] = {}
-
-
 def _encode_span(span: ReadableSpan) -> dict[str, Any]:
     # The sub-messages come first and the scalar fields are checked after, in
     # the official encoder's order, so a span with several bad values fails
@@ -364,14 +345,9 @@ def _encode_span(span: ReadableSpan) -> dict[str, Any]:
     parent_id = parent.span_id.to_bytes(8, "big").hex() if parent else None
     name = span.name
     kind = _SPAN_KIND_NUMBERS[span.kind]
-    try:
-        if not _sdk_span_storage(type(span)):
-            raise AttributeError
-        attributes: Any = span._attributes  # noqa: SLF001 - see _sdk_span_storage
-        events: Any = span._events  # noqa: SLF001
-        links: Any = span._links  # noqa: SLF001
-    except AttributeError:  # overridden properties, or an SDK that stores them differently
-        attributes, events, links = span.attributes, span.events, span.links
+    attributes: Any = span.attributes
+    events: Any = span.events
+    links: Any = span.links
     attributes = _attribute_list(attributes) if attributes else None
     events = [_encode_event(event) for event in events] if events else None
     links = [_encode_link(link) for link in links] if links else None
@@ -502,9 +478,7 @@ def _attribute_list(attributes: Mapping[Any, Any] | None) -> list[dict[str, Any]
     """KeyValues of ``attributes``, dropping (and logging) what protobuf would reject."""
     if not attributes:
         return []
-    raw = getattr(attributes, "_dict", None) if type(attributes) is BoundedAttributes else None
-    # BoundedAttributes.items() calls Python-level __iter__/__getitem__ per key.
-    items = raw.items() if type(raw) is dict else attributes.items()
+    items = attributes.items()
     key_values: list[dict[str, Any]] = []
     append = key_values.append
     for key, value in items:

@@ -1,4 +1,4 @@
-"""Batches an OTLP endpoint could not take: the outbox in front of each OTLP exporter (`delivery`), the batches on
+"""Batches an OTLP endpoint could not take: the spooling wrapper of each OTLP exporter (`delivery`), the batches on
 disk (`store`) and their background re-sender (`resend`). Loaded with the first OTLP endpoint, never for files only."""
 
 from . import delivery

@@ -1,27 +1,29 @@
-"""The way out of one OTLP exporter: an export never waits on the network, and what is not delivered is spooled.
+"""The way out of one OTLP exporter: the SDK exporter, called on the batch processor's own thread; a batch it
+does not deliver goes to the spool (:mod:`.store`), and the re-sender (:mod:`.resend`) sends it later through the
+same kind of SDK exporter. One queue (the batch processor's), one OTLP client (the SDK's).
 
-The SDK's batch processors call `export` on their worker thread and wait for it. Wrapped here, `export` hands
-the batch to an outbox of ours (as deep as the batch queue: `batch.max_queue_size` items) and returns at once; a
-sender thread of ours runs the SDK exporter, with its own retries and timeout. A batch it could not deliver goes
-to the spool (:mod:`.spool`), and so does one that arrives while the outbox is full (the collector cannot keep
-up). With the spool off
-(`spool = false`) both are dropped and counted in `hermes.otel.exporter.dropped`.
+While its endpoint is failing, a batch is spooled without touching the network: the processor's thread waits for
+a dead endpoint once, not once per batch, and the re-sender's probe (its first spooled batch, with backoff) tells
+when the endpoint is back. With the spool off (`spool = false`) what is not delivered is dropped and counted in
+`hermes.otel.exporter.dropped`.
 
-Shutdown (process exit, a retired configuration) waits for the in-flight and queued batches at most
-:data:`SPOOL_WAIT_S` — all exporters together, at process exit — then spools what is still unacknowledged, so a
-collector that hangs never holds the process. A batch that the collector acknowledges after it was spooled is
-sent twice (at-least-once). Without the spool, shutdown waits up to the flush budget (not at all for an endpoint
-already failing), then drops and counts what is left.
+Shutdown (process exit, a retired configuration) is bounded: :func:`close_all` gives each exporter of a pipeline a
+deadline — :data:`SPOOL_WAIT_S` with the spool (all exporters together at process exit), the flush budget without
+it, none for an endpoint already failing — and then shuts the SDK exporter down: its retry sleep ends, our HTTP
+session aborts the request in flight (:mod:`..session`) and gRPC cancels its call, so the export fails at once
+and its batch is spooled; the batches the processor still holds are spooled without the network. A collector
+that hangs never holds the process. A batch the collector received but did not acknowledge in time is sent
+again (at-least-once).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import os
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
@@ -30,15 +32,16 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ..._internal import log as _log
 from ..file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
-from ..health import health
+from ..health import current, health, short_reason
 from ..private import UnsafePath
+from ..session import ExporterSession, acknowledged
 from .store import Spool
 
-SPOOL_WAIT_S = 0.1  # at shutdown, the wait for in-flight exports before their batches are spooled
-_FAILURE_POLL_S = 0.005  # within that wait, how often a failure reported meanwhile is looked for
+SPOOL_WAIT_S = 0.1  # at shutdown, the wait for an export in flight before its batch is spooled
 DROPPED_METRIC = "hermes.otel.exporter.dropped"
 
 _exit_at: float | None = None  # monotonic deadline of the process's exit, once it began
+_open: weakref.WeakSet[_Spooling] = weakref.WeakSet()  # every spooling exporter not shut down
 
 
 def begin_exit(wait_s: float = SPOOL_WAIT_S) -> float:
@@ -51,175 +54,104 @@ def begin_exit(wait_s: float = SPOOL_WAIT_S) -> float:
     return _exit_at
 
 
-_deferred = threading.local()  # .outboxes: those closed inside finishing_together() on this thread
-
-
-@contextlib.contextmanager
-def finishing_together() -> Iterator[None]:
-    """Inside the block, an outbox being shut down only stops taking batches; its wait for the network is left for
-    the end of the block, where every such outbox waits out its own deadline (the waits overlap) and spools or
-    counts what is left. So the local exporters, shut down inside the block, never wait behind an endpoint."""
-    outboxes: list[Outbox] = []
-    _deferred.outboxes = outboxes
-    try:
-        yield
-    finally:
-        _deferred.outboxes = None
-        for outbox in outboxes:
-            outbox.finish()
-
-
 def cancel_exit() -> None:
     """A new configuration after a shutdown (tests, an embedding host): not exiting after all."""
     global _exit_at
     _exit_at = None
 
 
-class _Sending:
-    __slots__ = ("batch", "taken")
+def close_all(owner: Any) -> None:
+    """A pipeline shuts down: from now on each of its spooling exporters (made for the settings `owner`) waits for
+    the network only until its deadline, all at once, so no exporter waits behind another's endpoint."""
+    closing = [e for e in list(_open) if e.owner is owner]
+    if not closing:
+        return
+    now = time.monotonic()
+    deadlines = sorted(((e.close_deadline(now), id(e), e) for e in closing), key=lambda d: d[:2])
 
-    def __init__(self, batch: Any) -> None:
-        self.batch = batch
-        self.taken = False  # being spooled (or counted): by the sender after a failure, or by shutdown, never both
+    def interrupt() -> None:
+        for at, _, exporter in deadlines:
+            time.sleep(max(at - time.monotonic(), 0))
+            exporter.interrupt()
+
+    threading.Thread(target=interrupt, name="hermes-otel-close", daemon=True).start()
 
 
-class Outbox:
-    """Batches for one endpoint: sent in order by one daemon thread; undelivered ones spooled (or counted)."""
+class _Spooling:
+    """What the three signal exporters share: deliver through the SDK exporter, or spool, or count."""
 
-    def __init__(
-        self,
-        signal: str,
-        endpoint: str,
-        key: str,
-        send: Callable[[Any], bool],
-        encode: Callable[[Any], dict[str, Any]],
-        count: Callable[[Any], int],
-        close_inner: Callable[[], None],
-        spool: Spool | None,
-        budget_s: float,
-        limit: int,
-    ) -> None:
-        self.signal, self.endpoint, self.key = signal, endpoint, key
-        self._send, self._encode, self._count, self._close_inner = send, encode, count, close_inner
+    def __init__(self, signal: str, inner: Any, session: ExporterSession | None, endpoint: str, key: str,
+                 spool: Spool | None, budget_s: float, owner: Any, encode: Callable[[Any], dict[str, Any]],
+                 count: Callable[[Any], int], delivered: Any) -> None:
+        self.signal, self.inner, self.session, self.endpoint, self.key = signal, inner, session, endpoint, key
         self.spool = spool
-        self.budget_s = budget_s
-        self.limit = limit  # items waiting for the sender, at most; more go to the spool (or are dropped without it)
-        self._pending: deque[tuple[Any, int]] = deque()  # (batch, items)
-        self._waiting = 0  # items in _pending
-        self._inflight: _Sending | None = None
-        self._closed = False
-        self._deadline = 0.0  # monotonic; set by close()
-        self._cond = threading.Condition()
-        # Started with the pipeline (not by the first export): sessions never start threads of ours.
-        threading.Thread(target=self._run, name=f"hermes-otel-send-{signal}", daemon=True).start()
+        self.budget_s, self.owner = budget_s, owner
+        self._encode, self._count, self._delivered = encode, count, delivered
+        self.closing = False
+        if spool is not None:
+            health.spooled_to[endpoint] = str(spool.directory)
+        else:
+            health.spooled_to.pop(endpoint, None)
+        _open.add(self)
 
-    def submit(self, batch: Any) -> None:
-        """Queue a batch (any thread, never blocks on the network)."""
-        items = self._items(batch)
-        with self._cond:
-            exiting = self.spool is not None and _exit_at is not None and time.monotonic() >= _exit_at
-            direct = self._closed or exiting
-            full = not direct and self._pending and self._waiting + items > self.limit
-            if not direct and not full:
-                self._pending.append((batch, items))
-                self._waiting += items
-                self._cond.notify()
-                return
-        if full:
-            self._overflow()
-        self._undelivered(batch)
-
-    def wait_idle(self, timeout_s: float) -> bool:
-        """Wait until every queued batch was sent or spooled (at most `timeout_s`)."""
-        with self._cond:
-            return self._cond.wait_for(self._idle, max(timeout_s, 0))
-
-    def _idle(self) -> bool:
-        return not self._pending and self._inflight is None
-
-    def flush(self, timeout_s: float) -> bool:
-        """A flush hands over; the outbox delivers on its own. So it waits briefly, like shutdown, never the whole
-        budget of the local exporters."""
-        return self.wait_idle(max(min(timeout_s, self._close_deadline(time.monotonic()) - time.monotonic()), 0))
-
-    def close(self) -> None:
-        """Take no more batches; wait for what is queued within the shutdown bound, spool (or count) the rest and
-        close the exporter — or, inside :func:`finishing_together`, leave that wait for the end of the block."""
-        with self._cond:
-            if self._closed:
-                return
-            self._closed = True
-            self._deadline = self._close_deadline(time.monotonic())
-            self._cond.notify_all()
-            busy = bool(self._pending or self._inflight is not None)
-        deferred = getattr(_deferred, "outboxes", None)
-        if deferred is not None and busy and time.monotonic() < self._deadline:
-            deferred.append(self)
-            return
-        self.finish()
-
-    def finish(self) -> None:
-        """After :meth:`close`: wait until everything was sent or the deadline, spool (or count) the rest."""
-        with self._cond:
-            # An endpoint that fails while we wait (refused: the SDK reports it at once, then sleeps out its backoff)
-            # will not answer before the deadline: spool now rather than wait it out.
-            endpoints = frozenset({self.endpoint})
-            while not self._idle() and not health.any_failing(endpoints):
-                left = self._deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(min(left, _FAILURE_POLL_S))
-            leftovers = [batch for batch, _ in self._pending]
-            self._pending.clear()
-            self._waiting = 0
-            sending = self._inflight
-            if sending is not None and not sending.taken:
-                sending.taken = True
-                leftovers.insert(0, sending.batch)
-                self._inflight = None
-        for batch in leftovers:
+    def deliver(self, batch: Any, send: Callable[[], Any]) -> bool:
+        """On the processor's thread: send `batch`, and spool (or count) it when it was not delivered."""
+        if self.closing or (self.spool is not None and (_exiting() or health.any_failing(self._endpoints))):
             self._undelivered(batch)
-        with self._cond:  # a batch the sender is spooling right now: a local write, let it finish before exit
-            self._cond.wait_for(lambda: self._inflight is None, SPOOL_WAIT_S)
+            return False
+        current.export = self  # the SDK's retry warnings become one health report
         try:
-            self._close_inner()  # the SDK exporter stops its retries (its backoff sleep ends at once)
+            result = send()
+        except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the processor's thread
+            if not self.closing:
+                health.failure(self.signal, self.endpoint, f"{type(exc).__name__}: {exc}")
+            result = None
+        finally:
+            current.export = None
+        if result == self._delivered and acknowledged(self.session):
+            health.success(self.endpoint)
+            from .resend import resender
+
+            resender.wake(self.key)  # the endpoint answers: what waits in the spool can go now
+            return True
+        if result is not None and not self.closing:
+            health.failure(self.signal, self.endpoint, "export failed")
+        self._undelivered(batch)
+        return False
+
+    def report(self, record: logging.LogRecord) -> None:
+        """A warning of the SDK exporter inside our export: one health report (none for what closing caused)."""
+        if not self.closing:
+            health.failure(self.signal, self.endpoint, short_reason(record.getMessage()))
+
+    @property
+    def _endpoints(self) -> frozenset[str]:
+        return frozenset({self.endpoint})
+
+    def close_deadline(self, now: float) -> float:
+        if health.any_failing(self._endpoints):
+            return now  # it would only sleep out its retry backoff
+        if self.spool is None:
+            return now + self.budget_s
+        return now + SPOOL_WAIT_S if _exit_at is None else min(now + SPOOL_WAIT_S, _exit_at)
+
+    def interrupt(self) -> None:
+        """The deadline passed: no more network; the export in flight ends at once and its batch is spooled."""
+        if self.closing:
+            return
+        self.closing = True
+        _open.discard(self)
+        try:
+            self.inner.shutdown()  # ends the retry sleep; the session (HTTP) or the channel (gRPC) is closed
         except Exception:  # noqa: BLE001 - closing is best-effort
             pass
 
-    def _close_deadline(self, now: float) -> float:
-        if health.any_failing(frozenset({self.endpoint})):
-            return now  # it is only sleeping out its retry backoff
-        if self.spool is not None:
-            return now + SPOOL_WAIT_S if _exit_at is None else min(now + SPOOL_WAIT_S, _exit_at)
-        return now + self.budget_s
+    def shutdown(self, *args: Any, **kwargs: Any) -> None:
+        """The processor drained its queue through us (bounded by :func:`close_all`'s deadline): close."""
+        self.interrupt()
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending and not self._closed:
-                    self._cond.wait()
-                if not self._pending:
-                    return
-                batch, items = self._pending.popleft()
-                self._waiting -= items
-                sending = self._inflight = _Sending(batch)
-            try:
-                delivered = self._send(sending.batch)
-            except Exception:  # noqa: BLE001 - the guarded exporter reports; the batch is not lost for it
-                delivered = False
-            with self._cond:
-                keep = not delivered and not sending.taken
-                sending.taken = True
-            if keep:  # still in flight while it is written: shutdown waits for the write, exit cannot cut it
-                self._undelivered(sending.batch)
-            with self._cond:
-                if self._inflight is sending:
-                    self._inflight = None
-                self._cond.notify_all()
-            if delivered:
-                from .resend import resender
-
-                resender.wake(self.key)  # the endpoint answers: what waits in the spool can go now
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
+        return True  # nothing is held here: the processor's flush is the export itself
 
     def _undelivered(self, batch: Any) -> None:
         """Spool a batch, or count it as dropped when there is no spool or it cannot be written."""
@@ -240,87 +172,143 @@ class Outbox:
             except Exception as exc:  # noqa: BLE001 - a batch that cannot be encoded is dropped, said once
                 _log.once(f"spool-encode:{self.signal}", "hermes-otel: cannot encode a %s batch for the spool (%r); "
                           "it is dropped and counted", self.signal, exc, per_process=True)
-        health.drop(self.signal, self.endpoint, self._items(batch))
-
-    def _items(self, batch: Any) -> int:
         try:
-            return self._count(batch)
+            items = self._count(batch)
         except Exception:  # noqa: BLE001 - counting must not raise into an SDK thread
-            return 1
-
-    def _overflow(self) -> None:
-        if self.spool is not None:
-            _log.once(
-                f"outbox-full:{self.endpoint}",
-                "hermes-otel: the %s exporter cannot keep up with %s; what goes beyond %d items waiting is spooled "
-                "to %s and re-sent later", self.signal, self.endpoint, self.limit, self.spool.directory,
-                level=logging.INFO, per_process=True,
-            )
-        else:
-            _log.once(
-                f"queue-full:{self.signal}",
-                "hermes-otel: the %s export queue is full (the exporter cannot keep up); new items are dropped and "
-                "counted in %s (repeats are logged at DEBUG)", self.signal, DROPPED_METRIC,
-            )
+            items = 1
+        health.drop(self.signal, self.endpoint, items)
 
 
-def _metric_points(data: Any) -> int:
+def _exiting() -> bool:
+    return _exit_at is not None and time.monotonic() >= _exit_at
+
+
+def metric_points(data: Any) -> int:
     return sum(len(m.data.data_points) for rm in getattr(data, "resource_metrics", ()) for sm in rm.scope_metrics
                for m in sm.metrics)
 
 
-class _Outboxed:
-    """What the outbox exporters share: a batch is handed to the outbox, never waited on here."""
+class SpoolingSpanExporter(_Spooling, SpanExporter):
+    def __init__(self, inner: SpanExporter, session: ExporterSession | None, endpoint: str, key: str,
+                 spool: Spool | None, budget_s: float, owner: Any = None) -> None:
+        super().__init__("traces", inner, session, endpoint, key, spool, budget_s, owner, encode_spans_json, len,
+                         SpanExportResult.SUCCESS)
 
-    def __init__(self, outbox: Outbox, guarded: Any) -> None:
-        self.outbox = outbox
-        self.guarded = guarded  # the SDK exporter (guarded) the outbox sends through
-
-    def shutdown(self, *args: Any, **kwargs: Any) -> None:
-        self.outbox.close()
-
-    def force_flush(self, timeout_millis: float = 30_000) -> bool:
-        return self.outbox.flush(timeout_millis / 1000)
-
-
-class OutboxSpanExporter(_Outboxed, SpanExporter):
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
-        self.outbox.submit(list(spans))
-        return SpanExportResult.SUCCESS
+        ok = self.deliver(spans, lambda: self.inner.export(spans))
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
 
-class OutboxLogExporter(_Outboxed, LogRecordExporter):
+class SpoolingLogExporter(_Spooling, LogRecordExporter):
+    def __init__(self, inner: LogRecordExporter, session: ExporterSession | None, endpoint: str, key: str,
+                 spool: Spool | None, budget_s: float, owner: Any = None) -> None:
+        super().__init__("logs", inner, session, endpoint, key, spool, budget_s, owner, encode_logs_json, len,
+                         LogRecordExportResult.SUCCESS)
+
     def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-        self.outbox.submit(list(batch))
-        return LogRecordExportResult.SUCCESS
+        ok = self.deliver(batch, lambda: self.inner.export(batch))
+        return LogRecordExportResult.SUCCESS if ok else LogRecordExportResult.FAILURE
 
 
-class OutboxMetricExporter(_Outboxed, MetricExporter):
-    def __init__(self, outbox: Outbox, guarded: MetricExporter) -> None:
-        _Outboxed.__init__(self, outbox, guarded)
-        MetricExporter.__init__(self, preferred_temporality=guarded._preferred_temporality,
-                                preferred_aggregation=guarded._preferred_aggregation)
+class SpoolingMetricExporter(_Spooling, MetricExporter):
+    """`preferred_temporality` / `preferred_aggregation`: the ones the inner exporter was made with (the reader
+    asks us, and there is no public getter on the SDK exporter)."""
+
+    def __init__(self, inner: MetricExporter, session: ExporterSession | None, endpoint: str, key: str,
+                 spool: Spool | None, budget_s: float, owner: Any = None,
+                 preferred_temporality: dict[type, Any] | None = None,
+                 preferred_aggregation: dict[type, Any] | None = None) -> None:
+        _Spooling.__init__(self, "metrics", inner, session, endpoint, key, spool, budget_s, owner, encode_metrics_json,
+                           metric_points, MetricExportResult.SUCCESS)
+        MetricExporter.__init__(self, preferred_temporality=preferred_temporality,
+                                preferred_aggregation=preferred_aggregation)
 
     def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        self.outbox.submit(metrics_data)
-        return MetricExportResult.SUCCESS
+        ok = self.deliver(metrics_data, lambda: self.inner.export(metrics_data, timeout_millis=timeout_millis))
+        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
 
 
-def outbox_exporter(signal: str, guarded: Any, endpoint: str, key: str, spool: Spool | None, budget_s: float,
-                    limit: int = 2048) -> Any:
-    """`guarded` (an SDK OTLP exporter wrapped by :mod:`.health`, counting no drops itself) behind an outbox."""
-    if spool is not None:
-        health.spooled_to[endpoint] = str(spool.directory)
-    else:
-        health.spooled_to.pop(endpoint, None)
+def spooling_exporter(signal: str, target: Any, settings: Any) -> Any:
+    """The SDK OTLP exporter for `target` behind its spool, for the pipeline of `settings`."""
+    from .store import endpoint_key, spool_for
+
+    inner, session = sdk_exporter(signal, target)
+    args = (inner, session, target.endpoint, endpoint_key(target.protocol, target.endpoint, target.headers),
+            spool_for(settings), settings.flush_timeout_s, settings)
     if signal == "traces":
-        outbox = Outbox(signal, endpoint, key, lambda b: guarded.export(b) == SpanExportResult.SUCCESS,
-                        encode_spans_json, len, guarded.shutdown, spool, budget_s, limit)
-        return OutboxSpanExporter(outbox, guarded)
+        return SpoolingSpanExporter(*args)
     if signal == "logs":
-        outbox = Outbox(signal, endpoint, key, lambda b: guarded.export(b) == LogRecordExportResult.SUCCESS,
-                        encode_logs_json, len, guarded.shutdown, spool, budget_s, limit)
-        return OutboxLogExporter(outbox, guarded)
-    outbox = Outbox(signal, endpoint, key, lambda d: guarded.export(d) == MetricExportResult.SUCCESS,
-                    encode_metrics_json, _metric_points, guarded.shutdown, spool, budget_s, limit)
-    return OutboxMetricExporter(outbox, guarded)
+        return SpoolingLogExporter(*args)
+    return SpoolingMetricExporter(*args, *metric_preferences())
+
+
+def metric_preferences(environ: Mapping[str, str] | None = None) -> tuple[dict[type, Any], dict[type, Any]]:
+    """The temporality and histogram aggregation the SDK's OTLP metric exporter picks from
+    OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE / _DEFAULT_HISTOGRAM_AGGREGATION, chosen here: the metric
+    reader asks the wrapper, and the SDK exporter has no public getter to ask."""
+    from opentelemetry.sdk.metrics import (
+        Counter,
+        Histogram,
+        ObservableCounter,
+        ObservableGauge,
+        ObservableUpDownCounter,
+        UpDownCounter,
+    )
+    from opentelemetry.sdk.metrics.export import AggregationTemporality
+    from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, ExponentialBucketHistogramAggregation
+
+    env = os.environ if environ is None else environ
+    preference = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "CUMULATIVE").strip().upper()
+    delta = AggregationTemporality.DELTA
+    cumulative = AggregationTemporality.CUMULATIVE
+    temporality = dict.fromkeys((Counter, UpDownCounter, Histogram, ObservableCounter, ObservableUpDownCounter,
+                                 ObservableGauge), cumulative)
+    if preference in ("DELTA", "LOWMEMORY"):
+        temporality |= {Counter: delta, Histogram: delta}
+        if preference == "DELTA":
+            temporality[ObservableCounter] = delta
+    histogram = env.get("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "").strip().upper()
+    aggregation = (ExponentialBucketHistogramAggregation() if histogram == "BASE2_EXPONENTIAL_BUCKET_HISTOGRAM"
+                   else ExplicitBucketHistogramAggregation())
+    return temporality, {Histogram: aggregation}
+
+
+def sdk_exporter(signal: str, target: Any) -> tuple[Any, ExporterSession | None]:
+    """The SDK's OTLP exporter for `target` (an OTLPTarget), live and re-send alike, and its HTTP session. It
+    sends exactly the validated headers, never the environment's OTEL_*_HEADERS re-read by the SDK (HTTP: our
+    session; gRPC: metadata it takes as given even when empty)."""
+    gzip = target.compression == "gzip"
+    session = None
+    kwargs: dict[str, Any]
+    if target.protocol == "grpc":
+        from grpc import Compression as GrpcCompression
+
+        module = {
+            "traces": "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+            "logs": "opentelemetry.exporter.otlp.proto.grpc._log_exporter",
+            "metrics": "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
+        }[signal]
+        compression: Any = GrpcCompression.Gzip if gzip else GrpcCompression.NoCompression
+        kwargs = {"insecure": target.endpoint.startswith("http://"), "headers": _Metadata(target.headers.items())}
+    else:
+        from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
+
+        module = {
+            "traces": "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+            "logs": "opentelemetry.exporter.otlp.proto.http._log_exporter",
+            "metrics": "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+        }[signal]
+        compression = HttpCompression.Gzip if gzip else HttpCompression.NoCompression
+        session = ExporterSession(target.headers)
+        kwargs = {"headers": dict(target.headers), "session": session}
+    name = {"traces": "OTLPSpanExporter", "logs": "OTLPLogExporter", "metrics": "OTLPMetricExporter"}[signal]
+    cls = getattr(__import__(module, fromlist=[name]), name)
+    return cls(endpoint=target.endpoint, timeout=target.timeout_s, compression=compression, **kwargs), session
+
+
+class _Metadata(tuple):
+    """gRPC metadata the SDK exporter takes as given even when empty: on an empty (falsy) value it would send the
+    environment's OTEL_EXPORTER_OTLP_HEADERS instead, values our configuration refused included."""
+
+    def __bool__(self) -> bool:
+        return True

@@ -5,10 +5,11 @@ so the next `hermes` run on the same `$HERMES_HOME` sends what an earlier one sp
 claimed with a file lock (:meth:`.spool.Spool.claim`), so processes sharing a home never send the same batch.
 
 The first spooled batch is also the probe: while its endpoint fails, the sender backs off (1 s doubling to
-60 s, jittered, `Retry-After` honoured); a live export that succeeds wakes it at once. A batch is converted
-back to the protobuf request the SDK exporters send (OTLP/HTTP or gRPC, the configured headers and
-compression) and removed after a 2xx / OK; one the endpoint rejects as malformed (HTTP 400, 413, 422; gRPC
-INVALID_ARGUMENT) is removed and counted, anything else is kept for later. At-least-once: a batch is sent
+60 s, jittered, `Retry-After` honoured); a live export that succeeds wakes it at once. A batch is decoded back
+into the SDK's telemetry objects (:mod:`.decode`) and sent through the same SDK exporter as live telemetry
+(OTLP/HTTP or gRPC, the configured headers, TLS and compression), and removed once it succeeded; one the
+endpoint rejects as malformed (HTTP 400, 413, 422: the status our session saw; gRPC INVALID_ARGUMENT: the status
+the exporter reported) is removed and counted, anything else is kept for later. At-least-once: a batch is sent
 again only when its acknowledgement was lost (the process died, or the answer never came).
 
 The background sender's pace is bounded (:data:`MIN_GAP_S` between batches, and at most :data:`BUSY_SHARE`
@@ -18,24 +19,21 @@ unbounded.
 
 from __future__ import annotations
 
-import base64
-import gzip
-import os
+import logging
 import random
-import ssl
+import re
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
-from ...version import __version__
+from ..health import current, health, install_log_filter
+from ..session import acknowledged
+from .decode import pieces
 from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
 
 # Our own generator: the sender thread never moves the process-wide `random` state under someone else.
@@ -46,23 +44,9 @@ BUSY_SHARE = 0.25  # of one core, at most, for the background sender
 BACKOFF_S = (1.0, 60.0)  # first and longest wait after a failed send
 IDLE_RESCAN_S = 5.0  # how often an idle sender looks for batches spooled by other processes
 CAPS_EVERY_S = 60.0  # how often the sender enforces the spool's caps (age)
-PIECE = 16  # items converted between two GIL pauses
-PIECE_ITEMS = 512  # items per re-sent request at most (the SDK batch processor's default max_export_batch_size)
-GIL_PAUSE_S = 0.0002  # a blocking sleep lets a waiting thread take the GIL (sleep(0) takes it straight back)
 REJECTED_HTTP = frozenset({400, 413, 422})  # the batch itself is refused: sending it again cannot help
-_GRPC_METHODS = {
-    "traces": "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-    "logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
-    "metrics": "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
-}
-# OTLP/JSON field names at each level of a request: resource list, scope list, items.
-_LEVELS = {
-    "traces": (("resourceSpans", "resource_spans"), ("scopeSpans", "scope_spans"), ("spans", "spans")),
-    "logs": (("resourceLogs", "resource_logs"), ("scopeLogs", "scope_logs"), ("logRecords", "log_records")),
-    "metrics": (("resourceMetrics", "resource_metrics"), ("scopeMetrics", "scope_metrics"), ("metrics", "metrics")),
-}
-_ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
-_OPAQUE_KEYS = frozenset({"attributes", "body", "filteredAttributes"})
+REJECTED_GRPC = "INVALID_ARGUMENT"
+_GRPC_CODE = re.compile(r"\bStatusCode\.([A-Z_]+)\b")
 
 
 @dataclass(frozen=True)
@@ -88,18 +72,18 @@ def targets_of(settings: Any) -> dict[str, tuple[str, Any]]:
 # -- one batch ---------------------------------------------------------------------------------------------------
 
 
-def send_entry(spool: Spool, entry: Entry, target: Any, channels: _Channels, *, paced: bool = True) -> Outcome:
+def send_entry(spool: Spool, entry: Entry, target: Any, exporters: Exporters, *, paced: bool = True) -> Outcome:
     """Claim one spooled batch, send it, and remove it once acknowledged (or rejected as malformed)."""
     try:
         with spool.claim(entry) as fd:
             if fd is None:
                 return Outcome("busy")
-            return _send_claimed(spool, entry, fd, target, channels, paced)
+            return _send_claimed(spool, entry, fd, target, exporters, paced)
     except NotABatch as exc:  # swapped for a FIFO or a link since the listing: never waited on, never followed
         return Outcome("stray", detail=str(exc))
 
 
-def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, channels: _Channels, paced: bool) -> Outcome:
+def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, exporters: Exporters, paced: bool) -> Outcome:
     """Send a claimed batch in pieces of at most :data:`PIECE_ITEMS` items (one request each, as the SDK's batch
     processor sends them), read one line at a time: a re-send holds one piece, never the whole batch. The batch
     is removed once every piece was acknowledged (or rejected as malformed); a piece that fails keeps it, and the
@@ -107,12 +91,12 @@ def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, channels: _C
     requests = Requests(entry.path, fd)
     sent = rejected = items = bad = 0
     refusal = ""
-    for message, count, skipped in pieces(entry.signal, requests, paced=paced):
+    for batch, count, skipped in pieces(entry.signal, requests, paced=paced):
         bad += skipped
-        if message is None:
+        if batch is None:
             continue
-        outcome = post(entry.signal, target, message.SerializeToString(), channels)
-        del message  # the next piece is built without this one in memory
+        outcome = export(entry.signal, target, batch, exporters)
+        del batch  # the next piece is decoded without this one in memory
         if outcome.kind == "retry":
             return Outcome("retry", items, outcome.detail, outcome.retry_after_s, bad + requests.bad)
         if outcome.kind == "sent":
@@ -141,225 +125,70 @@ def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, channels: _C
     return Outcome("unreadable", 0, detail)
 
 
-def to_request(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = True) -> tuple[Any, int, int]:
-    """One protobuf export request from OTLP/JSON requests (their lists appended), its item count, and how many
-    requests (lines) could not be converted and were skipped: one piece without a size limit."""
-    return next(pieces(signal, requests, paced=paced, limit=None))
-
-
-def pieces(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = True,
-           limit: int | None = PIECE_ITEMS) -> Iterator[tuple[Any, int, int]]:
-    """Protobuf export requests from OTLP/JSON requests (their lists appended), each closed once it holds `limit`
-    items or more (a request is never split), with its item count and how many requests (lines) could not be
-    converted and were skipped (a non-hex id, a wrong type): one bad line costs that line, never the batch. A
-    piece is None when not one of its requests could be converted; at least one piece is yielded.
-
-    Converted item by item (pausing for the GIL every few items when `paced`): json_format is pure Python, and a
-    batch of hundreds of spans would otherwise hold the GIL for tens of milliseconds."""
-    message = _request_class(signal)()
-    items = bad = converted = yielded = 0
-    for request in requests:
-        part = _request_class(signal)()
-        try:
-            count = _convert(signal, request, part, items, paced)
-        except Exception:  # noqa: BLE001 - any shape json_format or the id conversion refuses
-            bad += 1
-            continue
-        message.MergeFrom(part)  # repeated fields: the lists appended, as one request
-        del part
-        items += count
-        converted += 1
-        if limit is not None and items >= limit:
-            yield message, items, bad
-            message, items, bad, converted, yielded = _request_class(signal)(), 0, 0, 0, yielded + 1
-    if converted or bad or not yielded:
-        yield (message if converted else None), items, bad
-
-
-def _convert(signal: str, request: Mapping[str, Any], message: Any, done: int, paced: bool) -> int:
-    from google.protobuf.json_format import ParseDict
-
-    (l1, f1), (l2, f2), (l3, f3) = _LEVELS[signal]
-    items = 0
-    for resource in request.get(l1) or ():
-        resource = dict(resource)
-        scopes = resource.pop(l2, None) or ()
-        resource_msg = getattr(message, f1).add()
-        ParseDict(resource, resource_msg, ignore_unknown_fields=True)
-        for scope in scopes:
-            scope = dict(scope)
-            members = scope.pop(l3, None) or ()
-            scope_msg = getattr(resource_msg, f2).add()
-            ParseDict(scope, scope_msg, ignore_unknown_fields=True)
-            target = getattr(scope_msg, f3)
-            for member in members:
-                ParseDict(_ids_to_base64(member), target.add(), ignore_unknown_fields=True)
-                items += _points(member) if signal == "metrics" else 1
-                if paced and (done + items) % PIECE == 0:
-                    time.sleep(GIL_PAUSE_S)
-    return items
-
-
-def _points(metric: Mapping[str, Any]) -> int:
-    for kind in ("sum", "gauge", "histogram", "exponentialHistogram", "summary"):
-        if kind in metric:
-            return len(metric[kind].get("dataPoints") or ())
-    return 0
-
-
-def _ids_to_base64(node: Any) -> Any:
-    """A copy with hex ids (OTLP/JSON) as base64 (protobuf's JSON mapping); attribute values are left alone."""
-    if isinstance(node, dict):
-        out = {}
-        for key, value in node.items():
-            if key in _ID_KEYS and isinstance(value, str):
-                out[key] = base64.b64encode(bytes.fromhex(value)).decode()
-            elif key not in _OPAQUE_KEYS and isinstance(value, (dict, list)):
-                out[key] = _ids_to_base64(value)
-            else:
-                out[key] = value
-        return out
-    if isinstance(node, list):
-        return [_ids_to_base64(item) for item in node]
-    return node
-
-
-def _request_class(signal: str) -> type:
-    if signal == "traces":
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-        return ExportTraceServiceRequest
-    if signal == "logs":
-        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-
-        return ExportLogsServiceRequest
-    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-
-    return ExportMetricsServiceRequest
-
-
-# -- transports --------------------------------------------------------------------------------------------------
-
-
-def post(signal: str, target: Any, body: bytes, channels: _Channels) -> Outcome:
-    """Send one serialized request to `target` (an OTLPTarget) the way its SDK exporter would."""
-    if target.protocol == "grpc":
-        return _post_grpc(signal, target, body, channels)
-    return _post_http(signal, target, body)
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:  # headers may hold credentials: stay put
-        return None
-
-
-def _tls_file(signal: str, name: str) -> str | None:
-    """The SDK exporters' TLS variables (per signal first), which they read themselves."""
-    env = os.environ
-    return env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_{name}") or env.get(f"OTEL_EXPORTER_OTLP_{name}") or None
-
-
-def _post_http(signal: str, target: Any, body: bytes) -> Outcome:
-    headers = {"Content-Type": "application/x-protobuf", "User-Agent": f"hermes-otel/{__version__}",
-               **dict(target.headers)}
-    if target.compression == "gzip":
-        body = gzip.compress(body)
-        headers["Content-Encoding"] = "gzip"
-    handlers: list[Any] = [_NoRedirect]
-    if target.endpoint.startswith("https://"):
-        context = ssl.create_default_context(cafile=_tls_file(signal, "CERTIFICATE"))
-        certificate = _tls_file(signal, "CLIENT_CERTIFICATE")
-        if certificate:
-            context.load_cert_chain(certificate, _tls_file(signal, "CLIENT_KEY"))
-        handlers.append(urllib.request.HTTPSHandler(context=context))
-    request = urllib.request.Request(target.endpoint, data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.build_opener(*handlers).open(request, timeout=target.timeout_s) as response:
-            response.read()
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        with exc:
-            status = exc.code
-            retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
-        if status in REJECTED_HTTP:
-            return Outcome("rejected", detail=f"HTTP {status}")
-        return Outcome("retry", detail=f"HTTP {status}", retry_after_s=retry_after)
-    except (OSError, ValueError, ssl.SSLError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        return Outcome("retry", detail=str(getattr(reason, "strerror", None) or reason)[:200])
-    if 200 <= status < 300:
-        return Outcome("sent")
-    return Outcome("retry", detail=f"HTTP {status}")
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return min(max(float(value), 0.0), 300.0) if value else None
-    except ValueError:
-        return None
-
-
-class _Channels:
-    """gRPC channels by endpoint, reused across batches."""
+class Exporters:
+    """The SDK exporters the re-sender sends through, one per endpoint and signal, made as the live ones are."""
 
     def __init__(self) -> None:
-        self._channels: dict[tuple[str, str], Any] = {}
+        install_log_filter()  # the SDK exporter's warnings inside a re-send stay at DEBUG
+        self._made: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
 
-    def get(self, signal: str, target: Any) -> Any:
-        import grpc
+    def get(self, signal: str, target: Any) -> tuple[Any, Any]:
+        """The exporter, and its HTTP session (None for gRPC)."""
+        from .delivery import sdk_exporter
 
+        key = (signal, target.endpoint, target.protocol, tuple(sorted(target.headers.items())), target.timeout_s,
+               target.compression)
         with self._lock:
-            channel = self._channels.get((signal, target.endpoint))
-            if channel is None:
-                parts = urllib.parse.urlsplit(target.endpoint if "://" in target.endpoint else f"//{target.endpoint}")
-                address = parts.netloc.rsplit("@", 1)[-1]
-                if target.endpoint.startswith("http://"):
-                    channel = grpc.insecure_channel(address)
-                else:
-                    channel = grpc.secure_channel(address, _grpc_credentials(signal))
-                self._channels[(signal, target.endpoint)] = channel
-            return channel
+            made = self._made.get(key)
+            if made is None:
+                made = self._made[key] = sdk_exporter(signal, target)
+            return made
 
     def close(self) -> None:
         with self._lock:
-            channels, self._channels = list(self._channels.values()), {}
-        for channel in channels:
+            made, self._made = [exporter for exporter, _ in self._made.values()], {}
+        for exporter in made:
             try:
-                channel.close()
+                exporter.shutdown()
             except Exception:  # noqa: BLE001 - closing is best-effort
                 pass
 
 
-def _grpc_credentials(signal: str) -> Any:
-    import grpc
+class _Resending:
+    """Inside a re-send: the SDK exporter's warnings are kept quiet (DEBUG), and the gRPC status it reports is
+    noted (its export answers only success or failure)."""
 
-    def read(name: str) -> bytes | None:
-        path = _tls_file(signal, name)
-        if not path:
-            return None
-        with open(path, "rb") as handle:
-            return handle.read()
+    def __init__(self, signal: str) -> None:
+        self.signal = signal
+        self.grpc_status: str | None = None
 
-    return grpc.ssl_channel_credentials(read("CERTIFICATE"), read("CLIENT_KEY"), read("CLIENT_CERTIFICATE"))
+    def report(self, record: logging.LogRecord) -> None:
+        code = _GRPC_CODE.search(record.getMessage())  # "... error code: StatusCode.INVALID_ARGUMENT, ..."
+        if code:
+            self.grpc_status = code.group(1)
 
 
-def _post_grpc(signal: str, target: Any, body: bytes, channels: _Channels) -> Outcome:
-    import grpc
-
+def export(signal: str, target: Any, batch: Any, exporters: Exporters) -> Outcome:
+    """Send one decoded batch through `target`'s SDK exporter; what the answer means for the spooled batch."""
+    exporter, session = exporters.get(signal, target)
+    resending = current.export = _Resending(signal)
     try:
-        call = channels.get(signal, target).unary_unary(_GRPC_METHODS[signal], request_serializer=None,
-                                                        response_deserializer=None)
-        compression = grpc.Compression.Gzip if target.compression == "gzip" else grpc.Compression.NoCompression
-        call(body, timeout=target.timeout_s, metadata=[(k.lower(), v) for k, v in target.headers.items()],
-             compression=compression)
-    except grpc.RpcError as exc:
-        code = exc.code() if callable(getattr(exc, "code", None)) else None
-        name = code.name if code is not None else "UNKNOWN"
-        return Outcome("rejected" if name == "INVALID_ARGUMENT" else "retry", detail=f"gRPC {name}")
-    except (OSError, ValueError) as exc:
-        return Outcome("retry", detail=str(exc)[:200])
-    return Outcome("sent")
+        result = exporter.export(batch)
+    except Exception as exc:  # noqa: BLE001 - an exporter bug keeps the batch for later
+        return Outcome("retry", detail=f"{type(exc).__name__}: {exc}"[:200])
+    finally:
+        current.export = None
+    if getattr(result, "name", "") == "SUCCESS" and acknowledged(session):
+        return Outcome("sent")
+    status = session.last_status() if session is not None else None
+    if status is not None:
+        kind = "rejected" if status in REJECTED_HTTP else "retry"
+        return Outcome(kind, detail=f"HTTP {status}", retry_after_s=session.last_retry_after())
+    if resending.grpc_status is not None:
+        kind = "rejected" if resending.grpc_status == REJECTED_GRPC else "retry"
+        return Outcome(kind, detail=f"gRPC {resending.grpc_status}")
+    return Outcome("retry", detail="no answer")
 
 
 # -- the background sender ---------------------------------------------------------------------------------------
@@ -378,7 +207,7 @@ class Resender:
         self._targets: dict[str, tuple[str, Any]] = {}
         self._thread: threading.Thread | None = None
         self._backoff: dict[str, tuple[float, float]] = {}  # key -> (monotonic time of the next try, last delay)
-        self._channels = _Channels()
+        self._exporters = Exporters()
         self._strays: set[Any] = set()  # paths of batches that turned out not to be batches we can open
 
     def serve(self, spool: Spool | None, targets: Targets) -> None:
@@ -418,7 +247,7 @@ class Resender:
             except Exception as exc:  # noqa: BLE001 - the sender must survive anything
                 _log.logger.debug("hermes-otel: spool sender: %r", exc)
             finally:
-                self._channels.close()
+                self._exporters.close()
             with self._lock:  # serve() after a stop() either finds this thread alive or none at all
                 if self._stopped.is_set():
                     self._thread = None
@@ -446,7 +275,7 @@ class Resender:
             started = time.monotonic()
             self._idle.clear()
             try:
-                outcome = send_entry(spool, entry, targets[entry.key][1], self._channels)
+                outcome = send_entry(spool, entry, targets[entry.key][1], self._exporters)
             except Exception as exc:  # noqa: BLE001 - the sender must survive anything
                 outcome = Outcome("retry", detail=f"{type(exc).__name__}: {exc}")
             finally:
@@ -458,6 +287,7 @@ class Resender:
                 continue
             if outcome.kind == "sent":
                 self._backoff.pop(entry.key, None)
+                health.success(targets[entry.key][1].endpoint)  # live exports go to the network again
             elif outcome.kind == "stray":  # not a batch we can open: said once, never tried again by this process
                 self._strays.add(entry.path)
                 _log.once(f"spool-stray:{entry.path}", "hermes-otel: spool: %s",
@@ -528,7 +358,7 @@ def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int
     entries, strays = spool.scan()
     report = SendReport(strays=strays)
     failing: set[str] = set()
-    channels = _Channels()
+    exporters = Exporters()
     try:
         for entry in entries:
             target = targets.get(entry.key)
@@ -537,7 +367,7 @@ def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int
             elif entry.key in failing:
                 report.failed += 1
             else:
-                outcome = send_entry(spool, entry, target[1], channels, paced=False)
+                outcome = send_entry(spool, entry, target[1], exporters, paced=False)
                 if outcome.kind == "sent":
                     report.sent += 1
                     report.items += outcome.items
@@ -553,5 +383,5 @@ def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int
             if progress is not None:
                 progress(report, len(entries))
     finally:
-        channels.close()
+        exporters.close()
     return report
