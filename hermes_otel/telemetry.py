@@ -63,6 +63,7 @@ from .exporters.file.exporter import (
 from .exporters.health import (
     OurBatchLogRecordProcessor,
     OurBatchSpanProcessor,
+    current,
     health,
     install_log_filter,
 )
@@ -213,7 +214,7 @@ class Telemetry:
         self.emitter.drain(timeout_ms / 1000)
         _side_by_side(functools.partial(self.tracer_provider.force_flush, timeout_ms),
                       functools.partial(self.logger_provider.force_flush, timeout_ms),
-                      functools.partial(self.meter_provider.force_flush, timeout_ms))
+                      functools.partial(self.meter_provider.force_flush, timeout_ms), flushing=True)
 
     def _shutdown_all(self, timeout_ms: int) -> None:
         self.emitter.shutdown(timeout_ms / 1000)
@@ -224,10 +225,16 @@ class Telemetry:
                       functools.partial(self.meter_provider.shutdown, timeout_millis=timeout_ms))
 
 
-def _side_by_side(*works: Any) -> None:
+def _side_by_side(*works: Any, flushing: bool = False) -> None:
     """The three providers at once: each one's files come first in it (an OTLP exporter now exports on the
-    flushing thread), so no provider's files wait behind another's endpoint."""
-    threads = [threading.Thread(target=safely, args=(work,), name="hermes-otel-flush", daemon=True) for work in works]
+    flushing thread), so no provider's files wait behind another's endpoint. A flush never tries an endpoint
+    known to be failing (`flushing`: exporters/spool/delivery.py)."""
+
+    def run(work: Any) -> None:
+        current.flushing = flushing
+        safely(work)
+
+    threads = [threading.Thread(target=run, args=(work,), name="hermes-otel-flush", daemon=True) for work in works]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -76,6 +76,11 @@ class ExportHealth:
                 self._failing.pop(endpoint, None)
             _log.logger.info("hermes-otel: export to %s recovered", _collector(endpoint))
 
+    def failed_within(self, endpoint: str, seconds: float) -> bool:
+        """Whether the endpoint is failing and its last failure is less than `seconds` old."""
+        at = self._failing.get(endpoint)
+        return at is not None and time.monotonic() - at < seconds
+
     def any_failing(self, endpoints: frozenset[str] | None = None) -> bool:
         return any(endpoints is None or e in endpoints for e in list(self._failing))
 

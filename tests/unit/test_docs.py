@@ -50,6 +50,7 @@ def test_reliability_states_the_constants_of_the_code():
     for phrase in (
         f"waits at most **{delivery.SPOOL_WAIT_S * 1000:g} ms** for in-flight exports",
         "it holds at most `batch.max_queue_size` items (2048 by default)",
+        f"the batch processor's thread tries it again every {delivery.LIVE_RETRY_S:g} s",
         f"at least {resend.MIN_GAP_S * 1000:g} ms between batches, at most a quarter of one core",
         f"backs off ({resend.BACKOFF_S[0]:g} s doubling to {resend.BACKOFF_S[1]:g} s",
         "(HTTP " + ", ".join(str(c) for c in sorted(resend.REJECTED_HTTP)[:-1])

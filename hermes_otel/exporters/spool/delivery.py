@@ -2,10 +2,10 @@
 does not deliver goes to the spool (:mod:`.store`), and the re-sender (:mod:`.resend`) sends it later through the
 same kind of SDK exporter. One queue (the batch processor's), one OTLP client (the SDK's).
 
-While its endpoint is failing, a batch is spooled without touching the network: the processor's thread waits for
-a dead endpoint once, not once per batch, and the re-sender's probe (its first spooled batch, with backoff) tells
-when the endpoint is back. With the spool off (`spool = false`) what is not delivered is dropped and counted in
-`hermes.otel.exporter.dropped`.
+While an endpoint fails, batches skip the network: a flush (session finalize) never waits for it, and the
+processor's thread tries it again once every :data:`LIVE_RETRY_S`, not once per batch. A success ends it, the
+re-sender's included (its first spooled batch is the probe). What is not delivered is spooled, or, with the spool off
+(`spool = false`), dropped and counted in `hermes.otel.exporter.dropped`.
 
 Shutdown (process exit, a retired configuration) is bounded: :func:`close_all` gives each exporter of a pipeline a
 deadline — :data:`SPOOL_WAIT_S` with the spool (all exporters together at process exit), the flush budget without
@@ -38,6 +38,7 @@ from ..session import ExporterSession, acknowledged
 from .store import Spool
 
 SPOOL_WAIT_S = 0.1  # at shutdown, the wait for an export in flight before its batch is spooled
+LIVE_RETRY_S = 5.0  # while an endpoint fails, how often the processor's thread tries it again
 DROPPED_METRIC = "hermes.otel.exporter.dropped"
 
 _exit_at: float | None = None  # monotonic deadline of the process's exit, once it began
@@ -96,7 +97,9 @@ class _Spooling:
 
     def deliver(self, batch: Any, send: Callable[[], Any]) -> bool:
         """On the processor's thread: send `batch`, and spool (or count) it when it was not delivered."""
-        if self.closing or (self.spool is not None and (_exiting() or health.any_failing(self._endpoints))):
+        failing = health.any_failing(self._endpoints)
+        if self.closing or (self.spool is not None and _exiting()) or failing and (
+                getattr(current, "flushing", False) or health.failed_within(self.endpoint, LIVE_RETRY_S)):
             self._undelivered(batch)
             return False
         current.export = self  # the SDK's retry warnings become one health report

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
-from ..health import current, health, install_log_filter
+from ..health import current, health, install_log_filter, short_reason
 from ..session import acknowledged
 from .decode import pieces
 from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
@@ -162,9 +162,12 @@ class _Resending:
     def __init__(self, signal: str) -> None:
         self.signal = signal
         self.grpc_status: str | None = None
+        self.reason = "no answer"
 
     def report(self, record: logging.LogRecord) -> None:
-        code = _GRPC_CODE.search(record.getMessage())  # "... error code: StatusCode.INVALID_ARGUMENT, ..."
+        message = record.getMessage()
+        self.reason = short_reason(message)
+        code = _GRPC_CODE.search(message)  # "... error code: StatusCode.INVALID_ARGUMENT, ..."
         if code:
             self.grpc_status = code.group(1)
 
@@ -188,7 +191,7 @@ def export(signal: str, target: Any, batch: Any, exporters: Exporters) -> Outcom
     if resending.grpc_status is not None:
         kind = "rejected" if resending.grpc_status == REJECTED_GRPC else "retry"
         return Outcome(kind, detail=f"gRPC {resending.grpc_status}")
-    return Outcome("retry", detail="no answer")
+    return Outcome("retry", detail=resending.reason)
 
 
 # -- the background sender ---------------------------------------------------------------------------------------
