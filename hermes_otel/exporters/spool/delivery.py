@@ -81,13 +81,15 @@ def close_all(owner: Any) -> None:
 class _Spooling:
     """What the three signal exporters share: deliver through the SDK exporter, or spool, or count."""
 
-    def __init__(self, signal: str, inner: Any, session: ExporterSession | None, endpoint: str, key: str,
-                 spool: Spool | None, budget_s: float, owner: Any, encode: Callable[[Any], dict[str, Any]],
-                 count: Callable[[Any], int], delivered: Any) -> None:
-        self.signal, self.inner, self.session, self.endpoint, self.key = signal, inner, session, endpoint, key
-        self.spool = spool
+    signal: str
+    delivered: Any  # the SDK export result that means delivered
+    encode: Callable[[Any], dict[str, Any]]  # a batch as one OTLP/JSON request (the spool's lines)
+    count: Callable[[Any], int]  # items in a batch
+
+    def __init__(self, inner: Any, session: ExporterSession | None, endpoint: str, key: str, spool: Spool | None,
+                 budget_s: float, owner: Any = None) -> None:
+        self.inner, self.session, self.endpoint, self.key, self.spool = inner, session, endpoint, key, spool
         self.budget_s, self.owner = budget_s, owner
-        self._encode, self._count, self._delivered = encode, count, delivered
         self.closing = False
         if spool is not None:
             health.spooled_to[endpoint] = str(spool.directory)
@@ -111,7 +113,7 @@ class _Spooling:
             result = None
         finally:
             current.export = None
-        if result == self._delivered and acknowledged(self.session):
+        if result == self.delivered and acknowledged(self.session):
             health.success(self.endpoint)
             from .resend import resender
 
@@ -161,7 +163,7 @@ class _Spooling:
         spool = self.spool
         if spool is not None:
             try:
-                spool.put(self.signal, self.key, [self._encode(batch)])
+                spool.put(self.signal, self.key, [self.encode(batch)])
                 return
             except UnsafePath:
                 pass  # said once for the directory by the check itself
@@ -176,7 +178,7 @@ class _Spooling:
                 _log.once(f"spool-encode:{self.signal}", "hermes-otel: cannot encode a %s batch for the spool (%r); "
                           "it is dropped and counted", self.signal, exc, per_process=True)
         try:
-            items = self._count(batch)
+            items = self.count(batch)
         except Exception:  # noqa: BLE001 - counting must not raise into an SDK thread
             items = 1
         health.drop(self.signal, self.endpoint, items)
@@ -186,16 +188,8 @@ def _exiting() -> bool:
     return _exit_at is not None and time.monotonic() >= _exit_at
 
 
-def metric_points(data: Any) -> int:
-    return sum(len(m.data.data_points) for rm in getattr(data, "resource_metrics", ()) for sm in rm.scope_metrics
-               for m in sm.metrics)
-
-
 class SpoolingSpanExporter(_Spooling, SpanExporter):
-    def __init__(self, inner: SpanExporter, session: ExporterSession | None, endpoint: str, key: str,
-                 spool: Spool | None, budget_s: float, owner: Any = None) -> None:
-        super().__init__("traces", inner, session, endpoint, key, spool, budget_s, owner, encode_spans_json, len,
-                         SpanExportResult.SUCCESS)
+    signal, delivered, encode, count = "traces", SpanExportResult.SUCCESS, staticmethod(encode_spans_json), len
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         ok = self.deliver(spans, lambda: self.inner.export(spans))
@@ -203,10 +197,7 @@ class SpoolingSpanExporter(_Spooling, SpanExporter):
 
 
 class SpoolingLogExporter(_Spooling, LogRecordExporter):
-    def __init__(self, inner: LogRecordExporter, session: ExporterSession | None, endpoint: str, key: str,
-                 spool: Spool | None, budget_s: float, owner: Any = None) -> None:
-        super().__init__("logs", inner, session, endpoint, key, spool, budget_s, owner, encode_logs_json, len,
-                         LogRecordExportResult.SUCCESS)
+    signal, delivered, encode, count = "logs", LogRecordExportResult.SUCCESS, staticmethod(encode_logs_json), len
 
     def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
         ok = self.deliver(batch, lambda: self.inner.export(batch))
@@ -214,17 +205,19 @@ class SpoolingLogExporter(_Spooling, LogRecordExporter):
 
 
 class SpoolingMetricExporter(_Spooling, MetricExporter):
-    """`preferred_temporality` / `preferred_aggregation`: the ones the inner exporter was made with (the reader
-    asks us, and there is no public getter on the SDK exporter)."""
+    """It presents the temporality and aggregation of :func:`metric_preferences` (the metric reader asks us)."""
 
-    def __init__(self, inner: MetricExporter, session: ExporterSession | None, endpoint: str, key: str,
-                 spool: Spool | None, budget_s: float, owner: Any = None,
-                 preferred_temporality: dict[type, Any] | None = None,
-                 preferred_aggregation: dict[type, Any] | None = None) -> None:
-        _Spooling.__init__(self, "metrics", inner, session, endpoint, key, spool, budget_s, owner, encode_metrics_json,
-                           metric_points, MetricExportResult.SUCCESS)
-        MetricExporter.__init__(self, preferred_temporality=preferred_temporality,
-                                preferred_aggregation=preferred_aggregation)
+    signal, delivered, encode = "metrics", MetricExportResult.SUCCESS, staticmethod(encode_metrics_json)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _Spooling.__init__(self, *args, **kwargs)
+        temporality, aggregation = metric_preferences()
+        MetricExporter.__init__(self, preferred_temporality=temporality, preferred_aggregation=aggregation)
+
+    @staticmethod
+    def count(data: Any) -> int:
+        return sum(len(m.data.data_points) for rm in data.resource_metrics for sm in rm.scope_metrics
+                   for m in sm.metrics)
 
     def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
         ok = self.deliver(metrics_data, lambda: self.inner.export(metrics_data, timeout_millis=timeout_millis))
@@ -235,14 +228,10 @@ def spooling_exporter(signal: str, target: Any, settings: Any) -> Any:
     """The SDK OTLP exporter for `target` behind its spool, for the pipeline of `settings`."""
     from .store import endpoint_key, spool_for
 
-    inner, session = sdk_exporter(signal, target)
-    args = (inner, session, target.endpoint, endpoint_key(target.protocol, target.endpoint, target.headers),
-            spool_for(settings), settings.flush_timeout_s, settings)
-    if signal == "traces":
-        return SpoolingSpanExporter(*args)
-    if signal == "logs":
-        return SpoolingLogExporter(*args)
-    return SpoolingMetricExporter(*args, *metric_preferences())
+    cls = {"traces": SpoolingSpanExporter, "logs": SpoolingLogExporter, "metrics": SpoolingMetricExporter}[signal]
+    return cls(*sdk_exporter(signal, target), target.endpoint,
+               endpoint_key(target.protocol, target.endpoint, target.headers), spool_for(settings),
+               settings.flush_timeout_s, settings)
 
 
 def metric_preferences(environ: Mapping[str, str] | None = None) -> tuple[dict[type, Any], dict[type, Any]]:
@@ -262,14 +251,10 @@ def metric_preferences(environ: Mapping[str, str] | None = None) -> tuple[dict[t
 
     env = os.environ if environ is None else environ
     preference = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "CUMULATIVE").strip().upper()
-    delta = AggregationTemporality.DELTA
-    cumulative = AggregationTemporality.CUMULATIVE
-    temporality = dict.fromkeys((Counter, UpDownCounter, Histogram, ObservableCounter, ObservableUpDownCounter,
-                                 ObservableGauge), cumulative)
-    if preference in ("DELTA", "LOWMEMORY"):
-        temporality |= {Counter: delta, Histogram: delta}
-        if preference == "DELTA":
-            temporality[ObservableCounter] = delta
+    delta = {"DELTA": (Counter, Histogram, ObservableCounter), "LOWMEMORY": (Counter, Histogram)}.get(preference, ())
+    temporality = {kind: AggregationTemporality.DELTA if kind in delta else AggregationTemporality.CUMULATIVE
+                   for kind in (Counter, UpDownCounter, Histogram, ObservableCounter, ObservableUpDownCounter,
+                                ObservableGauge)}
     histogram = env.get("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "").strip().upper()
     aggregation = (ExponentialBucketHistogramAggregation() if histogram == "BASE2_EXPONENTIAL_BUCKET_HISTOGRAM"
                    else ExplicitBucketHistogramAggregation())
