@@ -28,6 +28,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from .. import semconv as sc
 from .._internal.safety import safely
+from ..capture import streaming
 from ..semconv import DURATION_BUCKETS
 from . import contract, log_hygiene
 
@@ -212,8 +213,10 @@ class LayerTracer:
         return layer
 
     def _terminal(self, kind: str, depth: int, terminal_call: Callable[[Any], Any], context: Mapping[str, Any]):
+        attempt = None
         if kind == contract.LLM_EXECUTION:
             name = f"provider_call {context.get('model') or ''}".strip()
+            attempt = trace.get_current_span()  # the chain runs in the attempt's `chat` span
         else:
             name = f"tool_call {context.get('tool_name') or ''}".strip()
         attrs = {KIND: kind, INDEX: depth, TERMINAL: True}
@@ -222,7 +225,10 @@ class LayerTracer:
             span = safely(self._start, name, attrs)
             if span is None:
                 return terminal_call(payload)
-            token = otel_context.attach(trace.set_span_in_context(span))
+            current = trace.set_span_in_context(span)
+            if attempt is not None:  # the provider request thread files its stream's timing under the attempt
+                current = otel_context.set_value(streaming.CALL_SPAN, attempt, current)
+            token = otel_context.attach(current)
             try:
                 result = terminal_call(payload)
             except BaseException as exc:

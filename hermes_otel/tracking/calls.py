@@ -18,6 +18,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import semconv as sc
+from ..capture import streaming
 from ..redaction import content
 from .bounded import BoundedMap
 from .instruments import Instruments
@@ -141,6 +142,8 @@ class Chats:
                                      trace.set_span_in_context(span))
             if call.turn is not None:
                 call.turn.failure = (type(error).__name__, call.end_ns)
+            if streaming.CLOCKS:  # a stream that broke: no reply, no chunk timing
+                streaming.take(span)
             if call.key:  # api_request_error (status code, retryable, reason) follows: end the span then
                 self.failed.put(call.key, call)
             else:
@@ -154,6 +157,9 @@ class Chats:
     def _done(self, call: Call, response: Any, end_ns: int, duration: float) -> None:
         span, context = call.span, trace.set_span_in_context(call.span)
         attrs = sc.chat_response_attributes(response)
+        clock = streaming.take(span) if streaming.CLOCKS else None  # a streamed reply's chunk timing
+        if clock is not None and clock.first is not None:
+            attrs[sc.RESPONSE_TIME_TO_FIRST_CHUNK] = clock.first
         if self._capture:
             output = _output_messages(response)
             if output:
@@ -171,6 +177,11 @@ class Chats:
             if key in attrs:
                 self._metrics.tokens.record(attrs[key], {**labels, "gen_ai.token.type": token_type}, context)
         self._metrics.operation_duration.record(duration, labels, context)
+        if clock is not None and clock.first is not None:
+            self._metrics.first_chunk.record(clock.first, labels, context)
+            record_gap = self._metrics.chunk_gap.record
+            for gap in clock.gaps:
+                record_gap(gap, labels, context)
 
     def api_error(self, payload: Mapping[str, Any]) -> None:
         """`api_request_error`: Hermes's account of a failed attempt, on that attempt's span."""
@@ -219,6 +230,8 @@ class Tools:
         self._attach_events(span, "tool_request", key)
         call = Call(span, {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs}, turn=turn,
                     turn_id=text(context.get("turn_id")), key=key)
+        if turn is not None:
+            turn.tool_calls += 1
         if key:
             self.open.put(key, call)
         return call
