@@ -479,7 +479,7 @@ def approval_attributes(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 def subagent_attributes(payload: Mapping[str, Any]) -> dict[str, Any]:
     """A subagent is an agent invocation (`invoke_agent hermes`) of its own; its role stays an attribute."""
-    attrs = {OPERATION: OP_AGENT, AGENT_NAME: AGENT}
+    attrs: dict[str, Any] = {OPERATION: OP_AGENT, AGENT_NAME: AGENT}
     attrs.update(_pick(
         payload,
         (

@@ -54,6 +54,7 @@ class _ClockedDiag(dict):
     """Hermes's diagnostics dict; setting its chunk count (Hermes does, first thing for each chunk) ticks the clock."""
 
     __slots__ = ("clock",)
+    clock: Clock
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if key == "chunks":
@@ -73,7 +74,7 @@ def take(span: Any) -> Clock | None:
 
 
 def _clocked(diag: Any) -> Any:
-    span = otel_context.get_value(CALL_SPAN) or trace.get_current_span()
+    span: Any = otel_context.get_value(CALL_SPAN) or trace.get_current_span()
     if type(diag) is not dict or not span.is_recording():
         return diag
     clock = Clock()
