@@ -4,8 +4,9 @@ Hermes 0.19.0 streams every provider call it can (the default, quiet mode includ
 and counts each chunk it reads in a per-attempt diagnostics dict that `agent.stream_diag.stream_diag_init` makes
 just before it sends the request. We hand Hermes that dict with a clock in it: still a `dict` (Hermes reads and logs
 it as before), which also notes when each chunk came. The clock is filed under the attempt's `chat` span, which the
-request thread runs under (it carries our context: capture/patches.py; under middleware layers the innermost span
-names it, :data:`CALL_SPAN`); the span's end takes it (tracking/calls.py). A call that does not stream never makes
+request thread runs under (it carries our context: capture/patches.py; under middleware layers that is the chain's
+innermost span, which hands it over to the attempt's when it ends: middleware/layers.py); the span's end takes it
+(tracking/calls.py). A call that does not stream never makes
 the dict: it costs nothing.
 """
 
@@ -17,16 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from .._internal.safety import safely
 
 MODULE = "agent.stream_diag"
 FUNCTION = "stream_diag_init"
-# The `chat` span of the attempt a chain runs for, in the context of the chain's innermost span (middleware/layers.py):
-# there the current span is that innermost span, not the attempt's.
-CALL_SPAN = otel_context.create_key("hermes_otel_call_span")
 _MAX_GAPS = 4096  # per stream: the gaps of a longer reply are dropped, not its first chunk
 
 
@@ -58,7 +55,7 @@ class _ClockedDiag(dict):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if key == "chunks":
-            safely(self.clock.chunk)
+            self.clock.chunk()  # a clock read and an append: nothing there raises
         dict.__setitem__(self, key, value)
 
 
@@ -73,8 +70,15 @@ def take(span: Any) -> Clock | None:
     return CLOCKS.pop(span, None)
 
 
+def hand_over(span: Any, attempt: Any) -> None:
+    """A stream timed under `span` (a chain's innermost span) belongs to `attempt` (its `chat` span)."""
+    clock = CLOCKS.pop(span, None)
+    if clock is not None:
+        CLOCKS[attempt] = clock
+
+
 def _clocked(diag: Any) -> Any:
-    span: Any = otel_context.get_value(CALL_SPAN) or trace.get_current_span()
+    span: Any = trace.get_current_span()
     if type(diag) is not dict or not span.is_recording():
         return diag
     clock = Clock()

@@ -216,7 +216,7 @@ class LayerTracer:
         attempt = None
         if kind == contract.LLM_EXECUTION:
             name = f"provider_call {context.get('model') or ''}".strip()
-            attempt = trace.get_current_span()  # the chain runs in the attempt's `chat` span
+            attempt = otel_context.get_current()  # the chain runs in the attempt's `chat` span
         else:
             name = f"tool_call {context.get('tool_name') or ''}".strip()
         attrs = {KIND: kind, INDEX: depth, TERMINAL: True}
@@ -225,10 +225,7 @@ class LayerTracer:
             span = safely(self._start, name, attrs)
             if span is None:
                 return terminal_call(payload)
-            current = trace.set_span_in_context(span)
-            if attempt is not None:  # the provider request thread files its stream's timing under the attempt
-                current = otel_context.set_value(streaming.CALL_SPAN, attempt, current)
-            token = otel_context.attach(current)
+            token = otel_context.attach(trace.set_span_in_context(span))
             try:
                 result = terminal_call(payload)
             except BaseException as exc:
@@ -237,6 +234,8 @@ class LayerTracer:
                 raise
             finally:
                 otel_context.detach(token)
+                if streaming.CLOCKS and attempt is not None:  # the request thread ran under this span:
+                    streaming.hand_over(span, trace.get_current_span(attempt))  # its stream is the attempt's
             safely(self._submit, span.end, time.time_ns())
             return result
 

@@ -157,9 +157,8 @@ class Chats:
     def _done(self, call: Call, response: Any, end_ns: int, duration: float) -> None:
         span, context = call.span, trace.set_span_in_context(call.span)
         attrs = sc.chat_response_attributes(response)
-        clock = streaming.take(span) if streaming.CLOCKS else None  # a streamed reply's chunk timing
-        if clock is not None and clock.first is not None:
-            attrs[sc.RESPONSE_TIME_TO_FIRST_CHUNK] = clock.first
+        if streaming.CLOCKS:  # a stream's chunk timing may be waiting for this span (nothing to do otherwise)
+            self._stream_timing(call, attrs, context)
         if self._capture:
             output = _output_messages(response)
             if output:
@@ -177,11 +176,23 @@ class Chats:
             if key in attrs:
                 self._metrics.tokens.record(attrs[key], {**labels, "gen_ai.token.type": token_type}, context)
         self._metrics.operation_duration.record(duration, labels, context)
-        if clock is not None and clock.first is not None:
-            self._metrics.first_chunk.record(clock.first, labels, context)
-            record_gap = self._metrics.chunk_gap.record
-            for gap in clock.gaps:
-                record_gap(gap, labels, context)
+
+    def _stream_timing(self, call: Call, attrs: dict[str, Any], context: otel_context.Context) -> None:
+        """A streamed reply: its time to the first chunk on the span and, with the gaps between later chunks, in
+        the streaming histograms (labelled as the call's duration)."""
+        clock = streaming.take(call.span)
+        if clock is None or clock.first is None:
+            return
+        attrs[sc.RESPONSE_TIME_TO_FIRST_CHUNK] = clock.first
+        if self._metrics is None:
+            return
+        labels = call.metric_attrs
+        if sc.RESPONSE_MODEL in attrs:
+            labels = {**labels, sc.RESPONSE_MODEL: attrs[sc.RESPONSE_MODEL]}
+        self._metrics.first_chunk.record(clock.first, labels, context)
+        record_gap = self._metrics.chunk_gap.record
+        for gap in list(clock.gaps):  # a copy: a stream Hermes abandoned may still be appending
+            record_gap(gap, labels, context)
 
     def api_error(self, payload: Mapping[str, Any]) -> None:
         """`api_request_error`: Hermes's account of a failed attempt, on that attempt's span."""

@@ -183,11 +183,12 @@ class Tracker:
         span = self.tools.span_of(payload)
         if span is not None:
             return span
-        turn_id, session = text(payload.get("turn_id")), payload.get("session_id")
-        turn = self.turns.open.get(turn_id) or self.turns.of_session(session)
+        turn_id = text(payload.get("turn_id"))
+        turn = self.turns.open.get(turn_id) or self.turns.of_session(payload.get("session_id"))
         if turn is not None:
             return turn.span
-        last = (self.turns.ended.get(turn_id) if turn_id else None) or self.turns.previous.get(text(session))
+        last = (self.turns.ended.get(turn_id) if turn_id else None) or self.turns.previous.get(
+            text(payload.get("session_id")))
         if last is not None:
             return trace.NonRecordingSpan(last)
         current = trace.get_current_span()

@@ -243,3 +243,24 @@ def test_records_fired_after_the_turn_ended_carry_its_context(env):
                   if r.log_record.event_name == f"hermes.observer.{hook}"][0]
         assert (record.trace_id, record.span_id) == (root.context.trace_id, root.context.span_id), hook
     assert by_hook["on_session_finalize"].trace_id == 0  # the last one: the unknown session
+
+
+def test_hermes_stream_diagnostics_are_clocked_while_installed_and_restored_after(env):
+    stream_diag = pytest.importorskip("agent.stream_diag")
+    original = stream_diag.stream_diag_init
+    was_installed = hasattr(original, "_hermes_otel_original")
+    streaming.release()
+    try:
+        hermes_own = stream_diag.stream_diag_init
+        assert streaming.install() and streaming.install()  # once, however often
+        assert stream_diag.stream_diag_init._hermes_otel_original is hermes_own
+        span = env.tracker.turn(TURN, "s", IDS).span
+        with trace.use_span(span):
+            diag = stream_diag.stream_diag_init()
+        assert set(diag) == set(hermes_own()) and type(diag) is not dict
+        assert type(stream_diag.stream_diag_init()) is dict  # outside any span: Hermes's own dict
+        streaming.release()
+        assert stream_diag.stream_diag_init is hermes_own
+    finally:
+        if was_installed:
+            streaming.install()
