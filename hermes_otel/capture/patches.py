@@ -17,7 +17,8 @@ so wrapping module attributes is enough:
   `PluginContext.register_middleware`): rewrites and failures become events
   on the span of the call they affected;
 * `agent.chat_completion_helpers.threading`: the provider request thread
-  Hermes starts inherits our context, so HTTP-client spans nest under `chat`.
+  Hermes starts inherits our context, so HTTP-client spans nest under `chat`;
+  there :mod:`hermes_otel.capture.streaming` times a streamed reply's chunks.
 
 Everything passes values and exceptions through untouched. Where Hermes
 lacks these functions (other versions), :func:`fallback_middleware` gives the
@@ -41,6 +42,7 @@ from .._internal.safety import report, safely
 from ..middleware import contract
 from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy
 from ..tracking import Tracker
+from . import streaming
 
 MODULE = "hermes_cli.middleware"
 PLUGINS = "hermes_cli.plugins"
@@ -132,6 +134,7 @@ class HermesPatches:
         helpers = _module(HTTP_THREAD_MODULE)
         if helpers is not None and getattr(helpers, "threading", None) is threading:
             helpers.threading = _ThreadingWithContext(threading)
+            streaming.install()  # chunk timing of streamed provider calls (they run on that thread)
 
     def uninstrument(self) -> None:
         if not self.active:
@@ -147,6 +150,7 @@ class HermesPatches:
         helpers = _module(HTTP_THREAD_MODULE)
         if helpers is not None and isinstance(getattr(helpers, "threading", None), _ThreadingWithContext):
             helpers.threading = threading
+        streaming.release()
 
     def adopt_registered(self, manager: Any) -> None:
         """Put request proxies around request callbacks registered before we were instrumented."""
