@@ -1,7 +1,7 @@
 """A long outage through the real pipeline: `python -m tests.harness.spool_soak HOME TURNS` prints a JSON report.
 
-Our providers, batch processors, outboxes and spool, built from settings as the plugin builds them, export every
-turn (a root, two model calls and a tool call, four observer records, the duration and token metrics) to an
+Our providers, batch processors, spooling exporters and spool, built from settings as the plugin builds them,
+export every turn (a root, two model calls and a tool call, four observer records, the duration and token metrics) to an
 endpoint that refuses; the spool is capped at 1 MiB. A few batches "from an earlier process", eight days old,
 wait in the spool at the start. Reports the resident memory and the spool's size on disk as the turns go by.
 """
