@@ -389,6 +389,21 @@ def test_a_failing_endpoint_is_waited_for_once_then_its_batches_are_spooled_at_o
     assert spooled_spans(spool) == [1, 2, 2, 2, 2, 2] and health.dropped_at[url] == 0
 
 
+def test_a_redirect_is_not_an_acknowledgement(tmp_path: Path) -> None:
+    """The SDK exporter takes any status below 400 for success, and follows no redirect (nor do we: the headers may
+    hold credentials): a 3xx means the collector never took the batch, so it is spooled, not lost."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+    with FaultServer("status", status=307) as server:
+        url = f"{server.endpoint}/v1/traces"
+        exporter = otlp_traces(url, spool, timeout=1.0)
+        assert exporter.export(spans(2)) == SpanExportResult.FAILURE
+        assert server.count("/v1/traces") == 1
+        exporter.shutdown()
+    assert spooled_spans(spool) == [2] and health.dropped_at[url] == 0
+
+
 def test_a_spool_that_is_a_symbolic_link_is_refused_once_and_the_batches_counted(tmp_path: Path, caplog) -> None:
     caplog.set_level(logging.DEBUG)
     elsewhere = tmp_path / "elsewhere"
