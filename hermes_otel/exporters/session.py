@@ -52,6 +52,12 @@ class ExporterSession(requests.Session):
         """The HTTP status of this thread's last request through the session (None: no answer)."""
         return getattr(self.hermes_status, "code", None)
 
+    def acknowledged(self) -> bool:
+        """Whether this thread's last request got a 2xx. The SDK exporter takes any status below 400 for success,
+        a redirect included (which it does not follow, and nor do we: the headers may hold credentials)."""
+        status = self.last_status()
+        return status is None or 200 <= status < 300
+
     def last_retry_after(self) -> float | None:
         """Its `Retry-After` in seconds (0 to 300), when it gave one in seconds."""
         try:
@@ -97,9 +103,3 @@ class _AbortableAdapter(HTTPAdapter):
             "https": type("TLSPool", (HTTPSConnectionPool,), {"ConnectionCls": TLSConnection}),
         }
 
-
-def acknowledged(session: ExporterSession | None) -> bool:
-    """Whether the SDK exporter's SUCCESS was a 2xx: it takes any status below 400 for one, a redirect included
-    (which it does not follow, and nor do we: the headers may hold credentials)."""
-    status = session.last_status() if session is not None else None
-    return status is None or 200 <= status < 300

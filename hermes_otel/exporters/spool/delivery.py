@@ -24,7 +24,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
@@ -34,8 +34,10 @@ from ..._internal import log as _log
 from ..file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 from ..health import current, health, short_reason
 from ..private import UnsafePath
-from ..session import ExporterSession, acknowledged
 from .store import Spool
+
+if TYPE_CHECKING:
+    from ..session import ExporterSession
 
 SPOOL_WAIT_S = 0.1  # at shutdown, the wait for an export in flight before its batch is spooled
 LIVE_RETRY_S = 5.0  # while an endpoint fails, how often the processor's thread tries it again
@@ -113,7 +115,7 @@ class _Spooling:
             result = None
         finally:
             current.export = None
-        if result == self.delivered and acknowledged(self.session):
+        if result == self.delivered and (self.session is None or self.session.acknowledged()):
             health.success(self.endpoint)
             from .resend import resender
 
@@ -280,6 +282,8 @@ def sdk_exporter(signal: str, target: Any) -> tuple[Any, ExporterSession | None]
         kwargs = {"insecure": target.endpoint.startswith("http://"), "headers": _Metadata(target.headers.items())}
     else:
         from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
+
+        from ..session import ExporterSession
 
         module = {
             "traces": "opentelemetry.exporter.otlp.proto.http.trace_exporter",

@@ -32,7 +32,6 @@ from typing import Any
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
 from ..health import current, health, install_log_filter, short_reason
-from ..session import acknowledged
 from .decode import pieces
 from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
 
@@ -182,7 +181,7 @@ def export(signal: str, target: Any, batch: Any, exporters: Exporters) -> Outcom
         return Outcome("retry", detail=f"{type(exc).__name__}: {exc}"[:200])
     finally:
         current.export = None
-    if getattr(result, "name", "") == "SUCCESS" and acknowledged(session):
+    if getattr(result, "name", "") == "SUCCESS" and (session is None or session.acknowledged()):
         return Outcome("sent")
     status = session.last_status() if session is not None else None
     if status is not None:
