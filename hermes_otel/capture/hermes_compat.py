@@ -10,6 +10,7 @@ Cheap to import (stdlib only): the plugin imports it at load; Hermes's modules a
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import threading
@@ -158,9 +159,17 @@ def _openrouter_cached(metadata: types.ModuleType) -> dict:
     raise NotCached("openrouter")
 
 
-def _endpoint_cached(metadata: types.ModuleType, base_url: str) -> dict:
+@functools.lru_cache(maxsize=64)
+def _endpoint_key(metadata: types.ModuleType, base_url: str) -> str:
+    """Where Hermes caches an endpoint's metadata ("" for none: OpenRouter's and empty URLs); a pure function of
+    the URL, whose parsing was most of what pricing a custom endpoint cost."""
     normalized = metadata._normalize_base_url(base_url)
-    if not normalized or metadata._is_openrouter_base_url(normalized):
+    return "" if not normalized or metadata._is_openrouter_base_url(normalized) else normalized
+
+
+def _endpoint_cached(metadata: types.ModuleType, base_url: str) -> dict:
+    normalized = _endpoint_key(metadata, base_url)
+    if not normalized:
         return {}  # Hermes fetches nothing for these either
     cached = metadata._endpoint_model_metadata_cache.get(normalized)
     if cached is None:
@@ -168,14 +177,15 @@ def _endpoint_cached(metadata: types.ModuleType, base_url: str) -> dict:
     return cached
 
 
-def _guarded(fetch: Callable[..., dict], cached: Callable[..., dict]) -> Callable[..., dict]:
-    def fetch_unless_pricing_for_otel(*args: Any, **kwargs: Any) -> dict:
+def _guarded(hermes: Callable[..., Any], ours: Callable[..., Any]) -> Callable[..., Any]:
+    """`ours` on a thread that prices for hermes-otel, Hermes's own function everywhere else."""
+    def on_otel_pricing_thread_ours(*args: Any, **kwargs: Any) -> Any:
         if getattr(_cache_only, "on", False):
-            return cached(*args, **kwargs)
-        return fetch(*args, **kwargs)
+            return ours(*args, **kwargs)
+        return hermes(*args, **kwargs)
 
-    fetch_unless_pricing_for_otel._hermes_otel_fetch = fetch  # type: ignore[attr-defined]
-    return fetch_unless_pricing_for_otel
+    on_otel_pricing_thread_ours._hermes_otel_original = hermes  # type: ignore[attr-defined]
+    return on_otel_pricing_thread_ours
 
 
 _guard_lock = threading.Lock()
@@ -185,21 +195,29 @@ def cache_only_pricing() -> types.ModuleType | None:
     """Hermes's `agent.usage_pricing`, made to read only Hermes's caches while :func:`pricing_from_cache` is on,
     or None (an unknown Hermes, or one without these names: costs are unknown).
 
-    Its two fetchers (OpenRouter's model list, an endpoint's `/models`) are rebound, once, to wrappers that call
-    Hermes's own fetcher on every other thread: Hermes keeps fetching as it always did."""
+    Its two fetchers (OpenRouter's model list, an endpoint's `/models`) and its route resolution are rebound, once,
+    to wrappers that call Hermes's own function on every other thread: Hermes keeps fetching as it always did."""
     if not known(installed_version()):
         return None
     pricing, metadata = _module("agent.usage_pricing"), _module("agent.model_metadata")
     if pricing is None or metadata is None or not all(hasattr(metadata, n) for n in _METADATA):
         return None
+    resolve = getattr(pricing, "resolve_billing_route", None)
+    resolve = getattr(resolve, "_hermes_otel_original", resolve)
+    if not callable(resolve):
+        return None
+    ours = {"fetch_model_metadata": lambda *a, **k: _openrouter_cached(metadata),
+            "fetch_endpoint_model_metadata": lambda url, *a, **k: _endpoint_cached(metadata, url),
+            # A pure function of its arguments (a frozen BillingRoute), called twice per price: its URL parsing
+            # was most of what pricing cost.
+            "resolve_billing_route": functools.lru_cache(maxsize=256)(resolve)}
     with _guard_lock:
-        for name, cached in (("fetch_model_metadata", lambda *a, **k: _openrouter_cached(metadata)),
-                             ("fetch_endpoint_model_metadata", lambda url, *a, **k: _endpoint_cached(metadata, url))):
-            fetch = getattr(pricing, name, None)
-            if not callable(fetch):
+        for name, replacement in ours.items():
+            original = getattr(pricing, name, None)
+            if not callable(original):
                 return None
-            if not hasattr(fetch, "_hermes_otel_fetch"):
-                setattr(pricing, name, _guarded(fetch, cached))
+            if not hasattr(original, "_hermes_otel_original"):
+                setattr(pricing, name, _guarded(original, replacement))
     return pricing
 
 

@@ -120,10 +120,11 @@ class HermesPricing:
                 self._module = hermes_compat.cache_only_pricing()
             except Exception:  # noqa: BLE001 - no Hermes, or one without this pricing: costs are unknown
                 self._module = None
-            if self._module is None:
+            version = hermes_compat.installed_version()
+            if self._module is None and version is not None:  # without Hermes there is nothing to say
                 _log.once("cost-pricing-unavailable", "hermes-otel: costs are unknown: hermes-otel does not know "
                           "how to keep this Hermes's pricing (%s) from the network; `hermes-otel doctor` says more",
-                          hermes_compat.installed_version() or "not installed")
+                          version)
             self._loaded = self._module is not None
         return self._loaded
 

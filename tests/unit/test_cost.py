@@ -205,13 +205,16 @@ def test_without_hermes_costs_are_unknown(hermes, network, monkeypatch):
     assert network == []
 
 
-def test_only_the_two_fetchers_are_rebound_and_hermes_own_calls_still_reach_them(hermes):
+def test_only_three_names_are_rebound_and_hermes_own_calls_still_reach_hermes_functions(hermes):
     before = dict(vars(hermes.pricing))
     HermesPricing().price("gpt-4o", openai_usage(), provider="openai")
     changed = {name for name, value in vars(hermes.pricing).items() if before.get(name) is not value}
-    assert changed <= {"fetch_model_metadata", "fetch_endpoint_model_metadata"}
+    assert changed <= {"fetch_model_metadata", "fetch_endpoint_model_metadata", "resolve_billing_route"}
     for name in ("fetch_model_metadata", "fetch_endpoint_model_metadata"):
-        assert getattr(hermes.pricing, name)._hermes_otel_fetch is getattr(hermes.metadata, name)
+        assert getattr(hermes.pricing, name)._hermes_otel_original is getattr(hermes.metadata, name)
+    resolve = hermes.pricing.resolve_billing_route
+    assert resolve._hermes_otel_original.__module__ == "agent.usage_pricing"
+    assert resolve("gpt-4o", provider="openai") == resolve._hermes_otel_original("gpt-4o", provider="openai")
 
 
 # -- roll-ups ----------------------------------------------------------------------------------------------------
