@@ -211,11 +211,11 @@ def cache_only_pricing() -> types.ModuleType | None:
             # A pure function of its arguments (a frozen BillingRoute), called twice per price: its URL parsing
             # was most of what pricing cost.
             "resolve_billing_route": functools.lru_cache(maxsize=256)(resolve)}
+    if not all(callable(getattr(pricing, name, None)) for name in ours):
+        return None
     with _guard_lock:
         for name, replacement in ours.items():
-            original = getattr(pricing, name, None)
-            if not callable(original):
-                return None
+            original = getattr(pricing, name)
             if not hasattr(original, "_hermes_otel_original"):
                 setattr(pricing, name, _guarded(original, replacement))
     return pricing

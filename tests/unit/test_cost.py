@@ -452,3 +452,22 @@ def test_an_unknown_hermes_release_is_not_priced_said_once(hermes, monkeypatch, 
         "hermes-otel: costs are unknown: hermes-otel does not know how to keep this Hermes's pricing (0.20.0) from "
         "the network; `hermes-otel doctor` says more"]
     assert network == []
+
+
+def test_the_cache_only_switch_is_this_threads_alone(hermes, network):
+    """While hermes-otel prices on one thread, Hermes's own calls on another still fetch as Hermes does."""
+    import threading
+
+    from hermes_otel.capture import hermes_compat
+
+    HermesPricing().price("gpt-4o", openai_usage(), provider="openai")  # the switch is in place
+    other: list = []
+    with hermes_compat.pricing_from_cache():
+        with pytest.raises(hermes_compat.NotCached):
+            hermes.pricing.fetch_endpoint_model_metadata(ENDPOINT)
+        assert network == []
+        worker = threading.Thread(target=lambda: other.append(hermes.pricing.fetch_endpoint_model_metadata(ENDPOINT)))
+        worker.start()
+        worker.join(30)
+    assert other == [{}]  # Hermes's own fetcher ran there, tried the network, was refused
+    assert any("192.0.2.10" in str(args) for _, args in network)
