@@ -42,6 +42,20 @@ write the file decides where your credentials and telemetry are sent. A
 refused `plugins.toml` applies nothing (telemetry runs on the environment and
 defaults); a refused `header_file` leaves that header out.
 
+## The exporter variables
+
+`OTEL_TRACES_EXPORTER`, `OTEL_LOGS_EXPORTER` and `OTEL_METRICS_EXPORTER` are read as the
+specification defines them: a comma-separated list of `otlp`, `console` and `none`
+(`prometheus` too, for metrics). `otlp` is the OTLP endpoint when one is set and the local
+files (the traces file always, the others when their signal has no endpoint); `console`
+prints the SDK's JSON on stderr (stdout is Hermes's); `none` sends that signal nowhere, no
+file included. An exporter we do not have (`zipkin`, `otlp_proto_http`) is reported once by
+name and `otlp` is used. The log processor's `OTEL_BLRP_*` variables are honoured and default
+to the span processor's settings (`batch.*`, `OTEL_BSP_*`). We check these variables ourselves
+and hand the SDK explicit values: its own reading logs a stack trace for a value that is not a
+number and raises when an export batch is larger than its queue, where ours says the variable
+once and keeps the default (or clamps the batch).
+
 ## Problems
 
 A broken file never stops Hermes. Every problem is reported in ONE log
@@ -149,7 +163,8 @@ def _default(value: object) -> str:
 def _doc(field: Field) -> str:
     doc = field.doc
     if field.choices:
-        doc += " One of " + ", ".join(f"`{c}`" for c in field.choices) + "."
+        doc += (" One or more, comma-separated, of " if field.several else " One of ") + ", ".join(
+            f"`{c}`" for c in field.choices) + ("; `none` only alone." if field.several else ".")
     if field.minimum is not None:
         doc += f" At least {number(field.minimum)}."
     if field.maximum is not None:

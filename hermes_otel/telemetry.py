@@ -39,7 +39,6 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     ConsoleSpanExporter,
-    SpanExporter,
 )
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
@@ -336,11 +335,24 @@ def _exporters(signal: str, settings: Settings, writers: dict[str, RotatingJsonL
     return exporters
 
 
-def _span_exporters(settings: Settings, writers: dict[str, RotatingJsonLinesWriter]) -> list[SpanExporter]:
-    exporters: list[SpanExporter] = _exporters("traces", settings, writers)
-    if settings.console:
-        exporters.append(ConsoleSpanExporter(out=sys.stderr))
-    return exporters
+def _console(signal: str) -> Any:
+    """`console` in OTEL_<SIGNAL>_EXPORTER: the SDK's console exporter, on stderr (stdout is Hermes's)."""
+    if signal == "traces":
+        return ConsoleSpanExporter(out=sys.stderr)
+    if signal == "logs":
+        from opentelemetry.sdk._logs.export import ConsoleLogRecordExporter
+
+        return ConsoleLogRecordExporter(out=sys.stderr)
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
+    return ConsoleMetricExporter(out=sys.stderr)
+
+
+def _signal_exporters(signal: str, chosen: tuple[str, ...], settings: Settings,
+                      writers: dict[str, RotatingJsonLinesWriter]) -> list:
+    """The exporters `chosen` names (`otlp`: the endpoint and the file, as the settings resolved them)."""
+    exporters = _exporters(signal, settings, writers) if "otlp" in chosen else []
+    return exporters + ([_console(signal)] if "console" in chosen else [])
 
 
 def _relay_forwarder(component: Mapping[str, Any]):
@@ -381,7 +393,7 @@ def _atof_processor(settings: Settings):
 
 def _pull_reader(settings: Settings):
     """The Prometheus pull reader when chosen and available (else None: metrics are pushed)."""
-    if not (settings.metrics_enabled and settings.metrics_exporter == "prometheus"):
+    if "prometheus" not in settings.metrics_exporters:
         return None
     from .exporters.prometheus import pull_reader
 
@@ -403,7 +415,7 @@ def build(settings: Settings) -> Telemetry:
     tracer_provider = TracerProvider(
         resource=resource, sampler=build_sampler(settings), span_limits=span_limits(), shutdown_on_exit=False
     )
-    for exporter in _span_exporters(settings, writers):
+    for exporter in _signal_exporters("traces", settings.traces_exporters, settings, writers):
         tracer_provider.add_span_processor(
             OurBatchSpanProcessor(
                 exporter,
@@ -433,24 +445,25 @@ def build(settings: Settings) -> Telemetry:
     logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     if atof is not None:
         logger_provider.add_log_record_processor(atof.log_processor())
-    log_exporters: list[LogRecordExporter] = _exporters("logs", settings, writers) if settings.logs_enabled else []
+    log_exporters: list[LogRecordExporter] = _signal_exporters("logs", settings.logs_exporters, settings, writers)
     log_exporters += [e for t in plan.relay_log_targets
                       if (e := safely(_otlp_exporter, "logs", t, settings)) is not None]
     for log_exporter in log_exporters:
         logger_provider.add_log_record_processor(
             OurBatchLogRecordProcessor(
                 log_exporter,
-                max_queue_size=settings.bsp_max_queue_size,
-                schedule_delay_millis=settings.bsp_schedule_delay_ms,
-                max_export_batch_size=settings.bsp_max_export_batch_size,
-                export_timeout_millis=settings.bsp_export_timeout_ms,
+                max_queue_size=settings.blrp_max_queue_size,
+                schedule_delay_millis=settings.blrp_schedule_delay_ms,
+                max_export_batch_size=settings.blrp_max_export_batch_size,
+                export_timeout_millis=settings.blrp_export_timeout_ms,
             )
         )
 
     pull = _pull_reader(settings)
-    metric_exporters: list[MetricExporter] = (
-        _exporters("metrics", settings, writers) if settings.metrics_enabled and pull is None else []
-    )
+    pushed = settings.metrics_exporters
+    if pull is None and "prometheus" in pushed:  # it cannot be served (its package missing): pushed, as documented
+        pushed = ("otlp", *pushed)
+    metric_exporters: list[MetricExporter] = _signal_exporters("metrics", pushed, settings, writers)
     readers = [
         PeriodicExportingMetricReader(exporter, export_interval_millis=settings.metric_export_interval_ms)
         for exporter in metric_exporters

@@ -170,14 +170,17 @@ class ObserverBridge:
             span = safely(self._tracker.span_for, payload) if handler is not None else None
         body = None
         if self._content_in_events:
-            # Content is read now: the objects behind it may change once the hook returns.
-            body = {k: content.sanitize(payload[k]) for k in CONTENT_KEYS if k in payload}
+            # Content is copied now (the objects behind it may change once the hook returns) and redacted on
+            # the records thread: the redaction is most of what capture costs.
+            body = {k: content.hold(payload[k]) for k in CONTENT_KEYS if k in payload}
         # `payload` is this call's own kwargs dict and attributes read only its immutable
         # scalars, so the record (and the counter it feeds) can be made later, off the agent's thread.
         self._emitter.submit(self._emit_record, hook, payload, span, timestamp, body)
 
     def _emit_record(self, hook: str, payload: Mapping[str, Any], span, timestamp: int, body) -> None:
         context = trace.set_span_in_context(span) if span is not None else None
+        if body:
+            body = {key: content.sanitize(held) for key, held in body.items()}
         attributes = _attributes(hook, payload)
         costs = getattr(self._tracker, "costs", None)
         if costs is not None and hook in SESSION_COST_HOOKS:  # cost: the session's total so far, on its end records

@@ -334,7 +334,7 @@ def _check_runtime(report: _Report, settings: config.Settings) -> None:
         if hasattr(sink, "output_directory"):
             _check_dir(report, f"ATOF file sink {sink.name!r} directory", Path(sink.output_directory).expanduser(),
                        (sink.filename,), "the sink will not start")
-    if settings.metrics_enabled and settings.metrics_exporter == "prometheus":
+    if "prometheus" in settings.metrics_exporters:
         _check_prometheus(report, settings)
     from . import spool as spool_cli
 

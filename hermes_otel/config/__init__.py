@@ -98,15 +98,21 @@ class Settings:
     bsp_max_export_batch_size: int  # never more than bsp_max_queue_size
     bsp_schedule_delay_ms: int
     bsp_export_timeout_ms: int
+    blrp_max_queue_size: int  # the log processor's; each defaults to its bsp_* value (derived in _build)
+    blrp_max_export_batch_size: int
+    blrp_schedule_delay_ms: int
+    blrp_export_timeout_ms: int
     sampler_name: str
     sampler_arg: float
     metric_export_interval_ms: int
-    metrics_exporter: str  # otlp (push: OTLP or file) | prometheus (pull)
+    traces_exporters: tuple[str, ...]  # otlp (endpoint and/or file), console; () for none
+    logs_exporters: tuple[str, ...]  # the same; () also when logs.enabled is false
+    metrics_exporters: tuple[str, ...]  # otlp (push: endpoint or file), prometheus (pull), console; () for none
     prometheus_host: str
     prometheus_port: int
     collector_health_check: str  # the Collector's health_check URL (doctor only)
     logs_enabled: bool
-    metrics_enabled: bool  # false also when metrics_exporter is "none"
+    metrics_enabled: bool  # false also when metrics.exporter is "none"
     backend: str = ""  # a backend preset (config/presets.py), or ""
     http_client_spans: bool = True  # HTTP client spans + traceparent for requests under our spans
     hermes_log_level: str = "warning"  # Hermes's own log lines bridged at this level and above (or "off")
@@ -416,15 +422,33 @@ def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None
         return values.get(key, FIELDS_BY_KEY[key].default)
 
     schema = {spec.attr: spec.setting(raw(spec.key)) for spec in FIELDS if spec.attr}
-    schema["bsp_max_export_batch_size"] = min(schema["bsp_max_export_batch_size"], schema["bsp_max_queue_size"])
-    schema["metrics_enabled"] = schema["metrics_enabled"] and schema["metrics_exporter"] != "none"
-    otlp = {s: t for s in SIGNALS if (t := _signal_target(s, values)) is not None}
+    for name in ("max_queue_size", "max_export_batch_size", "schedule_delay_ms", "export_timeout_ms"):
+        if schema[f"blrp_{name}"] is None:  # logs take the span processor's settings unless told otherwise
+            schema[f"blrp_{name}"] = schema[f"bsp_{name}"]
+    for kind in ("bsp", "blrp"):
+        schema[f"{kind}_max_export_batch_size"] = min(schema[f"{kind}_max_export_batch_size"],
+                                                      schema[f"{kind}_max_queue_size"])
+    chosen = {"traces": schema["traces_exporters"], "logs": schema["logs_exporters"],
+              "metrics": schema["metrics_exporters"]}
+    if schema["console"] and "console" not in chosen["traces"]:
+        chosen["traces"] = schema["traces_exporters"] = (*chosen["traces"], "console")
+    for signal in ("logs", "metrics"):
+        if not schema[f"{signal}_enabled"] or chosen[signal] == ("none",):
+            schema[f"{signal}_enabled"] = False
+            chosen[signal] = schema[f"{signal}_exporters"] = ()
+    if chosen["traces"] == ("none",):
+        chosen["traces"] = schema["traces_exporters"] = ()
+    # `otlp` is the endpoint and the files; a signal without it has neither. (Prometheus falls back to a push when
+    # its package is missing, so metrics keep their endpoint and file for that case.)
+    pushed = {s for s in SIGNALS if "otlp" in chosen[s] or (s == "metrics" and "prometheus" in chosen[s])}
+    otlp = {s: t for s in SIGNALS if s in pushed and (t := _signal_target(s, values)) is not None}
     file_enabled = raw("file.enabled")
     if file_enabled is None:
         # The traces file is the local record `view`, `cost` and the dashboard read: kept beside an endpoint too.
         file_signals = frozenset(s for s in SIGNALS if s not in otlp) | {"traces"}
     else:
         file_signals = frozenset(SIGNALS) if file_enabled else frozenset()
+    file_signals &= pushed
     directory = raw("file.directory")
     return Settings(
         **schema,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..redaction.masking import mask_text, printable
-from .schema import Field
+from .schema import Field, exporter_list
 
 
 def unknown_key(key: str, known: Iterable[str]) -> str:
@@ -103,7 +103,11 @@ def check(spec: Field, value: Any) -> tuple[str, str, str] | None:
         return type_name(spec.type), describe(value, spec.secret), "type"
     if isinstance(value, float) and not math.isfinite(value):
         return "a finite number", repr(value), "value"
-    if spec.choices and value not in spec.choices:
+    if spec.several and spec.choices:
+        items = exporter_list(value)
+        if not items or any(item not in spec.choices for item in items) or ("none" in items and len(items) > 1):
+            return f"{' | '.join(spec.choices)} (several comma-separated, `none` alone)", shown(value), "value"
+    elif spec.choices and value not in spec.choices:
         return " | ".join(spec.choices), describe(value, True) if spec.secret else shown(value), "value"
     if spec.minimum is not None and value < spec.minimum:
         return f"a number >= {number(spec.minimum)}", repr(value), "value"

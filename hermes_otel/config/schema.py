@@ -27,7 +27,8 @@ POLICY_VALUES = ("ignore", "warn", "error")
 CAPTURE_MODES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
 PROTOCOLS = ("http/protobuf", "grpc")
 COMPRESSIONS = ("none", "gzip")
-METRICS_EXPORTERS = ("otlp", "prometheus", "none")
+EXPORTERS = ("otlp", "console", "none")  # OTEL_TRACES_EXPORTER, OTEL_LOGS_EXPORTER
+METRICS_EXPORTERS = ("otlp", "prometheus", "console", "none")  # OTEL_METRICS_EXPORTER
 HERMES_LOG_LEVELS = ("off", "debug", "info", "warning", "error", "critical")
 SAMPLERS = (
     "always_on",
@@ -63,12 +64,18 @@ class Field:
     minimum: float | None = None
     maximum: float | None = None
     secret: bool = False
+    several: bool = False  # a comma-separated list of `choices` (the OTEL_*_EXPORTER form); `none` only alone
     attr: str | None = None
     convert: Callable[[Any], Any] | None = None
 
     def setting(self, value: Any) -> Any:
         """The Settings attribute value for a (validated) raw value."""
         return self.convert(value) if self.convert else value
+
+
+def exporter_list(value: str) -> tuple[str, ...]:
+    """`otlp, console` -> ("otlp", "console"): the value of an OTEL_*_EXPORTER variable, in order, once each."""
+    return tuple(dict.fromkeys(item.strip().lower() for item in value.split(",") if item.strip()))
 
 
 def _millis_to_s(value: int) -> float:
@@ -96,7 +103,18 @@ FIELDS: tuple[Field, ...] = (
     Field("capture_content", str, "NO_CONTENT",
           "Message/tool content capture mode. Credentials are redacted in every mode.",
           env="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", choices=CAPTURE_MODES, attr="capture_content"),
-    Field("console", bool, False, "Also print spans to stderr (debugging only).", attr="console"),
+    Field("console", bool, False, "Also print spans to stderr (debugging only); the same as adding `console` to "
+          "`traces.exporter`.", attr="console"),
+    Field("traces.exporter", str, "otlp",
+          "Where spans go, as `OTEL_TRACES_EXPORTER` says it (comma-separated): `otlp` (the OTLP endpoint when one "
+          "is set, and the local traces file), `console` (stderr), `none` (nowhere: no endpoint, no file; NeMo Relay "
+          "endpoints and ATOF sinks, configured on their own, still get them). Another exporter name (`zipkin`, "
+          "`jaeger`) is reported once and `otlp` is used.", env="OTEL_TRACES_EXPORTER", choices=EXPORTERS,
+          several=True, attr="traces_exporters", convert=exporter_list),
+    Field("logs.exporter", str, "otlp",
+          "Where the observer's log records go, as `OTEL_LOGS_EXPORTER` says it: `otlp` (the endpoint, else the "
+          "logs file), `console` (stderr), `none` (nowhere; the same as `logs.enabled = false`).",
+          env="OTEL_LOGS_EXPORTER", choices=EXPORTERS, several=True, attr="logs_exporters", convert=exporter_list),
     Field(
         "relay_handoff",
         bool,
@@ -199,6 +217,17 @@ FIELDS: tuple[Field, ...] = (
           minimum=1, maximum=MAX_MILLIS, attr="bsp_schedule_delay_ms"),
     Field("batch.export_timeout_millis", int, 10000, "Timeout of one batch export.", env="OTEL_BSP_EXPORT_TIMEOUT",
           minimum=1, maximum=MAX_MILLIS, attr="bsp_export_timeout_ms"),
+    Field("logs.batch.max_queue_size", int, None, "Log record queue bound; default: `batch.max_queue_size`.",
+          env="OTEL_BLRP_MAX_QUEUE_SIZE", minimum=1, maximum=MAX_ITEMS, attr="blrp_max_queue_size"),
+    Field("logs.batch.max_export_batch_size", int, None, "Log records per export (never more than their queue "
+          "bound); default: `batch.max_export_batch_size`.", env="OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", minimum=1,
+          maximum=MAX_ITEMS, attr="blrp_max_export_batch_size"),
+    Field("logs.batch.scheduled_delay_millis", int, None, "Delay between log exports; default: "
+          "`batch.scheduled_delay_millis`.", env="OTEL_BLRP_SCHEDULE_DELAY", minimum=1, maximum=MAX_MILLIS,
+          attr="blrp_schedule_delay_ms"),
+    Field("logs.batch.export_timeout_millis", int, None, "Timeout of one log export; default: "
+          "`batch.export_timeout_millis`.", env="OTEL_BLRP_EXPORT_TIMEOUT", minimum=1, maximum=MAX_MILLIS,
+          attr="blrp_export_timeout_ms"),
     Field("sampler.name", str, "parentbased_always_on", "Trace sampler.", env="OTEL_TRACES_SAMPLER",
           choices=SAMPLERS, attr="sampler_name"),
     Field("sampler.arg", float, 1.0, "Sampler ratio for `*traceidratio`.", env="OTEL_TRACES_SAMPLER_ARG",
@@ -212,10 +241,13 @@ FIELDS: tuple[Field, ...] = (
         "How metrics leave the process: `otlp` pushes them (OTLP, or the embedded file default); `prometheus` "
         "serves them for a Prometheus to scrape at `http://{prometheus.host}:{prometheus.port}/metrics` (needs "
         "the `prometheus` extra: `pip install 'hermes-otel[prometheus]'`; without it, reported once and `otlp` "
-        "is used); `none` turns metrics off.",
+        "is used); `console` prints them to stderr; `none` turns metrics off. Several, comma-separated, as "
+        "`OTEL_METRICS_EXPORTER` allows (`otlp,prometheus`).",
         env="OTEL_METRICS_EXPORTER",
         choices=METRICS_EXPORTERS,
-        attr="metrics_exporter",
+        several=True,
+        attr="metrics_exporters",
+        convert=exporter_list,
     ),
     Field("prometheus.host", str, "localhost",
           "Address the Prometheus pull endpoint listens on (`metrics.exporter = \"prometheus\"`).",

@@ -179,12 +179,30 @@ def redact_text(text: str, cap: int | None = None, *, hermes: bool = True) -> st
     return text
 
 
+class Held:
+    """Content taken on the agent's thread, not yet redacted: a bounded copy of its containers, holding the
+    (immutable) strings themselves. :func:`sanitize` and :func:`to_json` redact it later, on our records thread:
+    the redaction (ours and Hermes's) is most of what capturing costs."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def hold(value: Any, *, cap: int = 4096, depth: int = 6, items: int = 50) -> Held:
+    """Content as it is now (the objects behind it may change once the hook returns), to be redacted later."""
+    return Held(_sanitize(value, cap, depth, items, set(), redact=False))
+
+
 def sanitize(value: Any, *, cap: int = 4096, depth: int = 6, items: int = 50) -> Any:
     """A JSON-ready, redacted, bounded copy of any value (cycles, bytes, NaN, broken repr included)."""
+    if type(value) is Held:  # already bounded: its "… more" markers are kept as they are
+        return _sanitize(value.value, cap, depth, items + 1, set())
     return _sanitize(value, cap, depth, items, set())
 
 
-def _sanitize(value: Any, cap: int, depth: int, items: int, seen: set[int]) -> Any:
+def _sanitize(value: Any, cap: int, depth: int, items: int, seen: set[int], redact: bool = True) -> Any:
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -192,6 +210,8 @@ def _sanitize(value: Any, cap: int, depth: int, items: int, seen: set[int]) -> A
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, str):
+        if not redact:
+            return str.__str__(value)  # a subclass's plain text: nothing of it runs later
         return redact_text(value, cap)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return f"<{len(value)} bytes>"
@@ -207,18 +227,19 @@ def _sanitize(value: Any, cap: int, depth: int, items: int, seen: set[int]) -> A
                 out["…"] = f"{len(value) - items} more keys"
                 break
             name = key if isinstance(key, str) else _safe_repr(key, 64)
-            out[name] = REDACTED if is_secret_key(name) else _sanitize(item, cap, depth - 1, items, seen)
+            out[name] = REDACTED if is_secret_key(name) else _sanitize(item, cap, depth - 1, items, seen, redact)
         seen.discard(id(value))
         return out
     if isinstance(value, (list, tuple, set, frozenset)):
         seen.add(id(value))
         seq = list(value)[: items + 1] if not isinstance(value, (list, tuple)) else value
-        out_list = [_sanitize(item, cap, depth - 1, items, seen) for item in seq[:items]]
+        out_list = [_sanitize(item, cap, depth - 1, items, seen, redact) for item in seq[:items]]
         if len(seq) > items:
             out_list.append(f"… {len(value) - items} more items")
         seen.discard(id(value))
         return out_list
-    return redact_text(_safe_repr(value, cap), cap)
+    text = _safe_repr(value, cap)
+    return redact_text(text, cap) if redact else text
 
 
 def _safe_repr(value: Any, cap: int) -> str:

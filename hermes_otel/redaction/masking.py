@@ -210,9 +210,11 @@ def masked(settings: Any) -> dict[str, Any]:
         "sampler": f"{settings.sampler_name} ({settings.sampler_arg:g})",
         "file": {"directory": str(settings.file_directory), "signals": sorted(settings.file_signals)},
         "otlp": {},
-        "metrics_exporter": _metrics_destination(settings),
+        "traces_exporter": _destination(settings, "traces"),
+        "logs_exporter": _destination(settings, "logs"),
+        "metrics_exporter": _destination(settings, "metrics"),
     }
-    if settings.metrics_enabled and settings.metrics_exporter == "prometheus":
+    if "prometheus" in settings.metrics_exporters:
         data["prometheus"] = f"http://{settings.prometheus_host}:{settings.prometheus_port}/metrics"
     data["atof_sinks"] = [
         {"type": "file", "path": os.path.join(s.output_directory, s.filename), "mode": s.mode}
@@ -231,14 +233,15 @@ def masked(settings: Any) -> dict[str, Any]:
     return data
 
 
-def _metrics_destination(settings: Any) -> str:
-    """Where metrics really go: `otlp` (push) means an OTLP endpoint, files, both, or nothing."""
-    if not settings.metrics_enabled:
-        return "none"
-    if settings.metrics_exporter != "otlp":
-        return str(settings.metrics_exporter)
-    places = [name for name, used in (("otlp", "metrics" in settings.otlp),
-                                      ("files", "metrics" in settings.file_signals)) if used]
+def _destination(settings: Any, signal: str) -> str:
+    """Where a signal really goes: `otlp` means an OTLP endpoint, files, both, or nothing."""
+    places: list[str] = []
+    for name in getattr(settings, f"{signal}_exporters"):
+        if name == "otlp":
+            places += [where for where, used in (("otlp", signal in settings.otlp),
+                                                 ("files", signal in settings.file_signals)) if used]
+        else:
+            places.append(name)
     return " and ".join(places) or "none"
 
 

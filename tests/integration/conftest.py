@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from hermes_otel.testing.fake_llm import FakeLLMServer
+from tests.harness import otelcol
 from tests.harness.hermes import QUIET_DEFAULTS, install_test_plugins, write_home
+from tests.harness.otelcol import Jaeger
 from tests.harness.otlp_receiver import OTLPReceiver
 
 # One HERMES_HOME for the in-process tests of this session, set before any
@@ -108,3 +110,16 @@ def hook_tape(traced, llm):
     with enabled_plugins(llm, "hook_tape") as (tape,):
         tape.TAPE.clear()
         yield tape.TAPE
+
+
+@pytest.fixture(scope="module")
+def jaeger(request: pytest.FixtureRequest) -> Iterator[Jaeger]:
+    """A real Jaeger v2 (in-memory storage; OTLP in, query API out) for the module's tests. Our Collector build is
+    made sure of too: the tests that read Jaeger mostly send through it."""
+    otelcol.go_binary(otelcol.OTELCOL, request)
+    otelcol.go_binary(otelcol.JAEGER, request)
+    server = Jaeger()
+    try:
+        yield server.start()
+    finally:
+        server.stop()

@@ -17,7 +17,6 @@ import pytest
 
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
 from tests.harness import dashboards as dq
-from tests.harness import otelcol
 from tests.harness.backends import Prometheus, get_json, wait_until
 from tests.harness.hermes import clean_env, hermes_chat, install_test_plugins, parallel_reads, write_home
 from tests.harness.otelcol import Collector, Jaeger
@@ -37,21 +36,6 @@ READ_CHAIN = [  # a tool of a concurrent batch: Hermes runs its chain twice, nes
         ["tool_execution mw_alpha", [["tool_execution mw_beta", ["tool_call read_file"]]]],
     ]]]]]],
 ]
-
-
-@pytest.fixture(scope="module")
-def binaries(request) -> None:
-    otelcol.go_binary(otelcol.OTELCOL, request)
-    otelcol.go_binary(otelcol.JAEGER, request)
-
-
-@pytest.fixture(scope="module")
-def jaeger(binaries) -> Iterator[Jaeger]:
-    server = Jaeger()
-    try:
-        yield server.start()
-    finally:
-        server.stop()
 
 
 @contextlib.contextmanager

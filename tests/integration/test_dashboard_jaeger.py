@@ -4,7 +4,6 @@ builds), through FastAPI's TestClient against a real Jaeger v2 (in-memory storag
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from fastapi import FastAPI
@@ -15,18 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import set_span_in_context
 
-from tests.harness import otelcol
 from tests.harness.otelcol import Jaeger
-
-
-@pytest.fixture(scope="module")
-def jaeger(request) -> Iterator[Jaeger]:
-    otelcol.go_binary(otelcol.JAEGER, request)
-    server = Jaeger()
-    try:
-        yield server.start()
-    finally:
-        server.stop()
 
 
 def send_turns(jaeger: Jaeger, count: int) -> list[str]:

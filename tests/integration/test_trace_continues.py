@@ -20,9 +20,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply
-from tests.harness import otelcol
 from tests.harness.backends import wait_until
-from tests.harness.otelcol import Collector, Jaeger
+from tests.harness.otelcol import Collector
 from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
 from tests.harness.trees import only, tree
 from tests.integration.test_collector_live import SERVICE, _agent, _jaeger_traces, exporting_to
@@ -80,17 +79,6 @@ def instrumented_model_server(llm: FakeLLMServer, collector_http: str) -> Iterat
         server.shutdown()
         server.server_close()
         provider.shutdown()
-
-
-@pytest.fixture(scope="module")
-def jaeger(request) -> Iterator[Jaeger]:
-    otelcol.go_binary(otelcol.OTELCOL, request)
-    otelcol.go_binary(otelcol.JAEGER, request)
-    server = Jaeger()
-    try:
-        yield server.start()
-    finally:
-        server.stop()
 
 
 class _Route:

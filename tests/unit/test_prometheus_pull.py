@@ -42,13 +42,13 @@ def pull(tmp_path):
 
 def test_settings_from_the_standard_variables(tmp_path):
     s = _settings(tmp_path, OTEL_METRICS_EXPORTER="Prometheus", OTEL_EXPORTER_PROMETHEUS_PORT="9999")
-    assert (s.metrics_exporter, s.prometheus_host, s.prometheus_port, s.metrics_enabled) == (
-        "prometheus", "localhost", 9999, True)
-    assert _settings(tmp_path).metrics_exporter == "otlp"
+    assert (s.metrics_exporters, s.prometheus_host, s.prometheus_port, s.metrics_enabled) == (
+        ("prometheus",), "localhost", 9999, True)
+    assert _settings(tmp_path).metrics_exporters == ("otlp",)
     assert _settings(tmp_path, OTEL_METRICS_EXPORTER="none").metrics_enabled is False
     bad = load_settings(env={"OTEL_METRICS_EXPORTER": "statsd"}, path=tmp_path / "absent.toml")
     assert any(p.source == "OTEL_METRICS_EXPORTER" and "prometheus" in p.expected for p in bad.problems)
-    assert bad.settings.metrics_exporter == "otlp"
+    assert bad.settings.metrics_exporters == ("otlp",)
 
 
 def test_metrics_are_served_with_prometheus_names(pull, tmp_path):
