@@ -26,6 +26,9 @@ PLUGINS = "hermes_cli.plugins"
 HTTP_THREAD_MODULE = "agent.chat_completion_helpers"
 CHAIN = "_run_execution_chain"  # hermes_cli.middleware: runs one kind's layers around the real call (0.17+)
 DOWNSTREAM_ERROR = "_DownstreamExecutionError"  # a class inside CHAIN that wraps a downstream failure (0.17+)
+# agent.auxiliary_client: builds each auxiliary attempt's request from the route Hermes resolved (provider, model,
+# base URL); wrapped so the call's span learns the route (0.16+).
+AUX_ROUTE = "_build_call_kwargs"
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -288,6 +291,8 @@ def _probes(given: Mapping[str, Any]) -> list[tuple[str, tuple[int, int], Callab
          lambda: _has_const_code(getattr(middleware, CHAIN, None), DOWNSTREAM_ERROR)),
         *((f"hermes_cli.plugins_cmd.{n}", (0, 16), lambda n=n: hasattr(mod("hermes_cli.plugins_cmd"), n))
           for n in ("_get_enabled_set", "_get_disabled_set", "_save_enabled_set", "_save_disabled_set")),
+        (f"agent.auxiliary_client.{AUX_ROUTE}", (0, 16),
+         lambda: callable(getattr(mod("agent.auxiliary_client"), AUX_ROUTE, None))),
         (f"{HTTP_THREAD_MODULE}.threading", (0, 16), lambda: hasattr(given[HTTP_THREAD_MODULE], "threading")
          if HTTP_THREAD_MODULE in given else _imports_threading(HTTP_THREAD_MODULE)),
         *((f"agent.model_metadata.{n}", (0, 16), lambda n=n: hasattr(mod("agent.model_metadata"), n))

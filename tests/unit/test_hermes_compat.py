@@ -21,7 +21,7 @@ PRIVATE = frozenset({
     "_manager", "_middleware", "_hooks", "_plugins", "_run_execution_chain", "_DownstreamExecutionError",
     "_get_enabled_set", "_get_disabled_set", "_save_enabled_set", "_save_disabled_set",
     "_model_metadata_cache", "_endpoint_model_metadata_cache", "_normalize_base_url", "_is_openrouter_base_url",
-    "_get_model_metadata_cache_path", "_load_model_metadata_disk_cache",
+    "_get_model_metadata_cache_path", "_load_model_metadata_disk_cache", "_build_call_kwargs",
 })
 REBOUND = frozenset({"threading", "fetch_model_metadata", "fetch_endpoint_model_metadata"})  # Hermes's, rebound
 PRIVATE_MODULES = ("agent.model_metadata", "hermes_cli.plugins_cmd")
