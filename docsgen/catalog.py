@@ -20,7 +20,7 @@ from hermes_otel.capture.bridge import (
 )
 from hermes_otel.cost import pricing as cost
 from hermes_otel.middleware import layers as mw
-from hermes_otel.semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
+from hermes_otel.semconv import AGENT_BUCKETS, CALL_COUNT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ ATTRIBUTES: dict[str, str] = {
     sc.RESPONSE_STUB: "`partial_stream` when the stream broke off and Hermes stood in a stub response (its finish "
                       "reason is Hermes's, so `gen_ai.response.finish_reasons` is left out).",
     sc.RESPONSE_FINISH_REASONS: "Finish reason of each choice (or stop reason / status for other APIs).",
+    sc.RESPONSE_TIME_TO_FIRST_CHUNK: "Seconds from sending a streamed request to its first chunk (of the stream that "
+    "gave the reply, if Hermes re-sent it); streamed replies only.",
     sc.USAGE_INPUT: "Input (prompt) tokens.",
     sc.USAGE_OUTPUT: "Output (completion) tokens.",
     sc.USAGE_CACHE_READ: "Input tokens served from the provider's cache.",
@@ -175,13 +177,15 @@ SPANS: tuple[SpanDoc, ...] = (
         "chat {gen_ai.request.model}",
         "CLIENT",
         "One per provider attempt, around Hermes's whole `llm_execution` chain. A failed attempt is ERROR with an "
-        "`exception` event; retries of the same request share `hermes.api_request.id`. Also one per auxiliary "
+        "`exception` event; retries of the same request share `hermes.api_request.id`. A streamed reply (Hermes "
+        "streams by default) has `gen_ai.response.time_to_first_chunk`. Also one per auxiliary "
         "model call (titles, compression, smart approvals, ...: `hermes.llm.purpose`), under the span current "
         "where Hermes makes it, else its session's turn.",
         (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.REQUEST_TEMPERATURE, sc.REQUEST_TOP_P, sc.REQUEST_TOP_K,
          sc.REQUEST_MAX_TOKENS, sc.REQUEST_SEED, sc.REQUEST_STOP, sc.REQUEST_FREQUENCY_PENALTY,
          sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_CHOICE_COUNT, sc.REQUEST_STREAM, sc.RESPONSE_MODEL, sc.RESPONSE_ID,
-         sc.HERMES_RESPONSE_ID, sc.RESPONSE_STUB, sc.RESPONSE_FINISH_REASONS, sc.USAGE_INPUT, sc.USAGE_OUTPUT,
+         sc.HERMES_RESPONSE_ID, sc.RESPONSE_STUB, sc.RESPONSE_FINISH_REASONS, sc.RESPONSE_TIME_TO_FIRST_CHUNK,
+         sc.USAGE_INPUT, sc.USAGE_OUTPUT,
          sc.USAGE_CACHE_READ, sc.USAGE_CACHE_WRITE,
          sc.USAGE_REASONING, sc.SERVER_ADDRESS, sc.SERVER_PORT, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
          sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
@@ -206,12 +210,14 @@ SPANS: tuple[SpanDoc, ...] = (
          sc.APPROVAL_DECIDED_BY, sc.TURN_ID, sc.TOOL_CALL_ID),
     ),
     SpanDoc(
-        "subagent {hermes.subagent.role}",
+        "invoke_agent hermes (a subagent)",
         "INTERNAL",
-        "A subagent's life (`subagent_start` to `subagent_stop`) under the parent's `delegate_task` tool span; "
-        "the child's turn roots nest under it.",
-        (sc.SUBAGENT_ROLE, sc.SUBAGENT_GOAL_CHARS, sc.SUBAGENT_STATUS, sc.SUBAGENT_DURATION_MS,
-         sc.SUBAGENT_CHILD_SESSION, sc.SUBAGENT_ID, sc.CONVERSATION_ID, cost.SUBAGENT_COST, cost.SUBAGENT_COST_STATUS),
+        "A subagent's life (`subagent_start` to `subagent_stop`) under the parent's `delegate_task` tool span, "
+        "named as the GenAI conventions name an agent invocation; its role is `hermes.subagent.role`. "
+        "The child's turn roots (`invoke_agent hermes`, with their own metrics) nest under it.",
+        (sc.OPERATION, sc.AGENT_NAME, sc.SUBAGENT_ROLE, sc.SUBAGENT_GOAL_CHARS, sc.SUBAGENT_STATUS,
+         sc.SUBAGENT_DURATION_MS, sc.SUBAGENT_CHILD_SESSION, sc.SUBAGENT_ID, sc.CONVERSATION_ID, cost.SUBAGENT_COST,
+         cost.SUBAGENT_COST_STATUS),
     ),
 )
 
@@ -265,8 +271,30 @@ METRICS: tuple[MetricDoc, ...] = (
         (sc.OPERATION, sc.TOOL_NAME, sc.ERROR_TYPE), DURATION_BUCKETS,
     ),
     MetricDoc(
+        "gen_ai.client.operation.time_to_first_chunk", "histogram", "s",
+        "Time from sending a streamed provider request to its first chunk (streamed replies only).",
+        _CALL_METRIC_ATTRS[:-1], DURATION_BUCKETS,
+    ),
+    MetricDoc(
+        "gen_ai.client.operation.time_per_output_chunk", "histogram", "s",
+        "Time between consecutive chunks of a streamed reply, one measurement per chunk after the first.",
+        _CALL_METRIC_ATTRS[:-1], DURATION_BUCKETS,
+    ),
+    MetricDoc(
         "gen_ai.invoke_agent.duration", "histogram", "s", "Duration of each agent turn.",
-        (sc.OPERATION, sc.AGENT_NAME), AGENT_BUCKETS,
+        (sc.OPERATION, sc.AGENT_NAME, sc.ERROR_TYPE), AGENT_BUCKETS,
+    ),
+    MetricDoc(
+        "gen_ai.invoke_agent.inference_calls", "histogram", "{inference_call}",
+        "Provider attempts each agent turn made, failed ones included (a subagent's are its own turns'). Defined by "
+        "the GenAI conventions after the 1.44.0 registry.",
+        (sc.OPERATION, sc.AGENT_NAME, sc.ERROR_TYPE), CALL_COUNT_BUCKETS,
+    ),
+    MetricDoc(
+        "gen_ai.invoke_agent.tool_calls", "histogram", "{tool_call}",
+        "Tool calls each agent turn made (a subagent's are its own turns'). Defined by the GenAI conventions after "
+        "the 1.44.0 registry.",
+        (sc.OPERATION, sc.AGENT_NAME, sc.ERROR_TYPE), CALL_COUNT_BUCKETS,
     ),
     MetricDoc(
         "hermes.tool.calls", "counter", "{call}", "Tool calls by tool and Hermes's status (`post_tool_call`).",

@@ -128,6 +128,12 @@ OVERVIEW: dict[str, tuple[PromPanel, ...]] = {
         _latency_panel(0.5),
         _latency_panel(0.95),
         _latency_panel(0.99),
+        PromPanel("Calls per turn p95", "p95 of the provider attempts (failed ones included) and tool calls each "
+                  "agent turn made (gen_ai.invoke_agent.inference_calls / .tool_calls).", "short",
+                  (Query(f"histogram_quantile(0.95, sum by (le) (rate(gen_ai_invoke_agent_inference_calls_bucket"
+                         f"[{RATE}])))", "inference calls"),
+                   Query(f"histogram_quantile(0.95, sum by (le) (rate(gen_ai_invoke_agent_tool_calls_bucket"
+                         f"[{RATE}])))", "tool calls"))),
     ),
     "Models": (
         PromPanel("Tokens by model and type", "Tokens per second from provider usage, by request model and "
@@ -145,6 +151,13 @@ OVERVIEW: dict[str, tuple[PromPanel, ...]] = {
                   (Query("sum by (hermes_api_error_reason, http_response_status_code) "
                          f"(increase(hermes_api_errors_total[{RATE}]))",
                          "{{hermes_api_error_reason}} {{http_response_status_code}}"),)),
+        PromPanel("Streaming p95: first chunk and per chunk", "Streamed replies only (Hermes streams by default): "
+                  "p95 of the time from the request to its first chunk, and between later chunks, by model.", "s",
+                  (Query(_quantile(0.95, "gen_ai_client_operation_time_to_first_chunk_seconds", "gen_ai_request_model",
+                                   '{gen_ai_request_model=~"$model"}'), "first chunk {{gen_ai_request_model}}"),
+                   Query(_quantile(0.95, "gen_ai_client_operation_time_per_output_chunk_seconds",
+                                   "gen_ai_request_model", '{gen_ai_request_model=~"$model"}'),
+                         "per chunk {{gen_ai_request_model}}"))),
     ),
     "Cost": COST_PANELS,
     "Tools": (

@@ -40,6 +40,7 @@ REQUEST_STREAM = "gen_ai.request.stream"
 RESPONSE_MODEL = "gen_ai.response.model"
 RESPONSE_ID = "gen_ai.response.id"
 RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 USAGE_INPUT = "gen_ai.usage.input_tokens"
 USAGE_OUTPUT = "gen_ai.usage.output_tokens"
 USAGE_CACHE_READ = "gen_ai.usage.cache_read.input_tokens"
@@ -93,6 +94,8 @@ OP_AGENT = "invoke_agent"
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
 AGENT_BUCKETS = tuple(0.1 * 2**i for i in range(13))
+# gen_ai.invoke_agent.inference_calls / .tool_calls (semantic-conventions-genai, after the 1.44.0 registry).
+CALL_COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 # Request kwargs -> attribute, for the scalar settings we report.
 _REQUEST_SCALARS = {
@@ -475,7 +478,9 @@ def approval_attributes(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def subagent_attributes(payload: Mapping[str, Any]) -> dict[str, Any]:
-    attrs = _pick(
+    """A subagent is an agent invocation (`invoke_agent hermes`) of its own; its role stays an attribute."""
+    attrs: dict[str, Any] = {OPERATION: OP_AGENT, AGENT_NAME: AGENT}
+    attrs.update(_pick(
         payload,
         (
             ("child_role", SUBAGENT_ROLE, str),
@@ -485,7 +490,7 @@ def subagent_attributes(payload: Mapping[str, Any]) -> dict[str, Any]:
             ("child_subagent_id", SUBAGENT_ID, str),
             ("parent_session_id", CONVERSATION_ID, str),
         ),
-    )
+    ))
     goal = payload.get("child_goal")
     if isinstance(goal, str):
         attrs[SUBAGENT_GOAL_CHARS] = len(goal)
@@ -497,7 +502,9 @@ def record_error(span: Any, error: BaseException) -> None:
 
     The SDK's `record_exception` would export the raw message and stack
     trace; provider and tool errors can carry credentials, so we build the
-    event ourselves from redacted text.
+    event ourselves from redacted text. No `exception.escaped`: the conventions
+    deprecated it, and it would be wrong where Hermes caught the exception (a
+    `fail_open` layer's).
     """
     import traceback
 
@@ -518,7 +525,6 @@ def record_error(span: Any, error: BaseException) -> None:
             "exception.type": type(error).__name__,
             "exception.message": message,
             "exception.stacktrace": redact_text(stack, 8192),
-            "exception.escaped": True,
         },
     )
     from opentelemetry.trace import Status, StatusCode

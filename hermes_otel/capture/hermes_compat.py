@@ -114,12 +114,14 @@ def save_plugin_sets(enabled: set[str], disabled: set[str]) -> None:
 # -- the provider request thread (agent.chat_completion_helpers) ------------------------------------------------
 
 
-def swap_http_threading(make_proxy: Callable[[types.ModuleType], Any]) -> None:
+def swap_http_threading(make_proxy: Callable[[types.ModuleType], Any]) -> bool:
     """Give Hermes's provider-call helpers `make_proxy(threading)` as their `threading` (they start the
-    provider request's thread from it), if they still see the real module."""
+    provider request's thread from it), if they still see the real module; True when swapped."""
     helpers = _module(HTTP_THREAD_MODULE)
-    if helpers is not None and getattr(helpers, "threading", None) is threading:
-        helpers.threading = make_proxy(threading)
+    if helpers is None or getattr(helpers, "threading", None) is not threading:
+        return False
+    helpers.threading = make_proxy(threading)
+    return True
 
 
 def restore_http_threading(proxy_type: type) -> None:

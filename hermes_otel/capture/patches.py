@@ -17,7 +17,8 @@ so wrapping module attributes is enough:
   `PluginContext.register_middleware`): rewrites and failures become events
   on the span of the call they affected;
 * `agent.chat_completion_helpers.threading`: the provider request thread
-  Hermes starts inherits our context, so HTTP-client spans nest under `chat`.
+  Hermes starts inherits our context, so HTTP-client spans nest under `chat`;
+  there :mod:`hermes_otel.capture.streaming` times a streamed reply's chunks.
 
 Everything passes values and exceptions through untouched. Where Hermes
 lacks these functions (other versions), :func:`fallback_middleware` gives the
@@ -41,7 +42,7 @@ from .._internal.safety import report, safely
 from ..middleware import contract
 from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy
 from ..tracking import Tracker
-from . import hermes_compat
+from . import hermes_compat, streaming
 
 MODULE = "hermes_cli.middleware"
 PLUGINS = "hermes_cli.plugins"
@@ -129,7 +130,8 @@ class HermesPatches:
             owner, attr = dotted.split(".")
             if callable(getattr(getattr(plugins, owner, None), attr, None)):
                 wrap(PLUGINS, dotted, wrapper)
-        hermes_compat.swap_http_threading(_ThreadingWithContext)
+        if hermes_compat.swap_http_threading(_ThreadingWithContext):
+            streaming.install()  # chunk timing of streamed provider calls (they run on that thread)
 
     def uninstrument(self) -> None:
         if not self.active:
@@ -143,6 +145,7 @@ class HermesPatches:
                 if plugins is not None and hasattr(getattr(plugins, owner, None), attr):
                     unwrap(getattr(plugins, owner), attr)
         hermes_compat.restore_http_threading(_ThreadingWithContext)
+        streaming.release()
 
     def adopt_registered(self, manager: Any) -> None:
         """Put request proxies around request callbacks registered before we were instrumented."""

@@ -202,6 +202,12 @@ def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
         )
 
 
+def _is_subagent(span: dict) -> bool:
+    """A subagent's span: `invoke_agent hermes` with its attributes (named `subagent {role}` by earlier versions)."""
+    attrs = span["attributes"]
+    return "hermes.subagent.id" in attrs or "hermes.subagent.role" in attrs or span["name"].startswith("subagent")
+
+
 class _Roles:
     """The role of the nearest subagent span above a span (chat -> its turn -> the subagent), else MAIN.
 
@@ -229,7 +235,7 @@ class _Roles:
             parent = self._by_id.get((current["trace_id"], parent_id)) if parent_id is not None else None
             if parent is None:
                 break
-            if parent["name"].startswith("subagent"):
+            if _is_subagent(parent):
                 role = _str(parent["attributes"].get("hermes.subagent.role")) or UNKNOWN
                 break
             current = parent

@@ -28,7 +28,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from .. import semconv as sc
 from .._internal.safety import safely
-from ..capture import hermes_compat
+from ..capture import hermes_compat, streaming
 from ..semconv import DURATION_BUCKETS
 from . import contract, log_hygiene
 
@@ -211,8 +211,10 @@ class LayerTracer:
         return layer
 
     def _terminal(self, kind: str, depth: int, terminal_call: Callable[[Any], Any], context: Mapping[str, Any]):
+        attempt = None
         if kind == contract.LLM_EXECUTION:
             name = f"provider_call {context.get('model') or ''}".strip()
+            attempt = otel_context.get_current()  # the chain runs in the attempt's `chat` span
         else:
             name = f"tool_call {context.get('tool_name') or ''}".strip()
         attrs = {KIND: kind, INDEX: depth, TERMINAL: True}
@@ -230,6 +232,8 @@ class LayerTracer:
                 raise
             finally:
                 otel_context.detach(token)
+                if streaming.CLOCKS and attempt is not None:  # the request thread ran under this span:
+                    streaming.hand_over(span, trace.get_current_span(attempt))  # its stream is the attempt's
             safely(self._submit, span.end, time.time_ns())
             return result
 

@@ -18,6 +18,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import semconv as sc
+from ..capture import streaming
 from ..redaction import content
 from .bounded import BoundedMap
 from .instruments import Instruments
@@ -141,6 +142,8 @@ class Chats:
                                      trace.set_span_in_context(span))
             if call.turn is not None:
                 call.turn.failure = (type(error).__name__, call.end_ns)
+            if streaming.CLOCKS:  # a stream that broke: no reply, no chunk timing
+                streaming.take(span)
             if call.key:  # api_request_error (status code, retryable, reason) follows: end the span then
                 self.failed.put(call.key, call)
             else:
@@ -154,6 +157,8 @@ class Chats:
     def _done(self, call: Call, response: Any, end_ns: int, duration: float) -> None:
         span, context = call.span, trace.set_span_in_context(call.span)
         attrs = sc.chat_response_attributes(response)
+        if streaming.CLOCKS:  # a stream's chunk timing may be waiting for this span (nothing to do otherwise)
+            self._stream_timing(call, attrs, context)
         if self._capture:
             output = _output_messages(response)
             if output:
@@ -171,6 +176,23 @@ class Chats:
             if key in attrs:
                 self._metrics.tokens.record(attrs[key], {**labels, "gen_ai.token.type": token_type}, context)
         self._metrics.operation_duration.record(duration, labels, context)
+
+    def _stream_timing(self, call: Call, attrs: dict[str, Any], context: otel_context.Context) -> None:
+        """A streamed reply: its time to the first chunk on the span and, with the gaps between later chunks, in
+        the streaming histograms (labelled as the call's duration)."""
+        clock = streaming.take(call.span)
+        if clock is None or clock.first is None:
+            return
+        attrs[sc.RESPONSE_TIME_TO_FIRST_CHUNK] = clock.first
+        if self._metrics is None:
+            return
+        labels = call.metric_attrs
+        if sc.RESPONSE_MODEL in attrs:
+            labels = {**labels, sc.RESPONSE_MODEL: attrs[sc.RESPONSE_MODEL]}
+        self._metrics.first_chunk.record(clock.first, labels, context)
+        record_gap = self._metrics.chunk_gap.record
+        for gap in list(clock.gaps):  # a copy: a stream Hermes abandoned may still be appending
+            record_gap(gap, labels, context)
 
     def api_error(self, payload: Mapping[str, Any]) -> None:
         """`api_request_error`: Hermes's account of a failed attempt, on that attempt's span."""
@@ -219,6 +241,8 @@ class Tools:
         self._attach_events(span, "tool_request", key)
         call = Call(span, {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs}, turn=turn,
                     turn_id=text(context.get("turn_id")), key=key)
+        if turn is not None:
+            turn.tool_calls += 1
         if key:
             self.open.put(key, call)
         return call

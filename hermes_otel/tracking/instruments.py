@@ -10,7 +10,7 @@ from typing import Any
 
 from opentelemetry.metrics import Meter
 
-from ..semconv import AGENT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
+from ..semconv import AGENT_BUCKETS, CALL_COUNT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 
 # attribute -> (semantic-convention name, unit, description, bucket boundaries)
 _HISTOGRAMS: dict[str, tuple[str, str, str, Any]] = {
@@ -18,6 +18,16 @@ _HISTOGRAMS: dict[str, tuple[str, str, str, Any]] = {
     "tokens": ("gen_ai.client.token.usage", "{token}", "Number of input and output tokens used", TOKEN_BUCKETS),
     "tool_duration": ("gen_ai.execute_tool.duration", "s", "Tool call duration", DURATION_BUCKETS),
     "agent_duration": ("gen_ai.invoke_agent.duration", "s", "Agent turn duration", AGENT_BUCKETS),
+    # Streamed replies only (the conventions: SHOULD NOT be reported otherwise).
+    "first_chunk": ("gen_ai.client.operation.time_to_first_chunk", "s",
+                    "Time from issuing a streamed request to its first chunk", DURATION_BUCKETS),
+    "chunk_gap": ("gen_ai.client.operation.time_per_output_chunk", "s",
+                  "Time between consecutive chunks of a streamed reply, after the first", DURATION_BUCKETS),
+    # Per turn (its own calls; a subagent's are counted on the subagent's turns), failed ones included.
+    "inference_calls": ("gen_ai.invoke_agent.inference_calls", "{inference_call}",
+                        "Provider calls (attempts) an agent turn made", CALL_COUNT_BUCKETS),
+    "tool_calls": ("gen_ai.invoke_agent.tool_calls", "{tool_call}", "Tool calls an agent turn made",
+                   CALL_COUNT_BUCKETS),
 }
 
 
@@ -28,6 +38,10 @@ class Instruments:
     tokens: Any
     tool_duration: Any
     agent_duration: Any
+    first_chunk: Any
+    chunk_gap: Any
+    inference_calls: Any
+    tool_calls: Any
 
     def __init__(self, meter: Meter) -> None:
         for attr, (name, unit, description, buckets) in _HISTOGRAMS.items():

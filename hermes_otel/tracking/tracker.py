@@ -177,12 +177,19 @@ class Tracker:
     def span_for(self, payload: Mapping[str, Any]) -> Span | None:
         """The span an observer record belongs to: its tool call (open, or just ended: Hermes fires
         `transform_tool_result` after the verdict), else its turn (by turn id, else the session's open
-        turn), else the innermost span open where the hook fires."""
+        turn), else, for a record fired after its turn ended (a late hook, `on_session_finalize`), that
+        turn's root (by turn id, else the session's last turn), else the innermost span open where the
+        hook fires."""
         span = self.tools.span_of(payload)
         if span is not None:
             return span
-        turn = self.turns.open.get(text(payload.get("turn_id"))) or self.turns.of_session(payload.get("session_id"))
+        turn_id = text(payload.get("turn_id"))
+        turn = self.turns.open.get(turn_id) or self.turns.of_session(payload.get("session_id"))
         if turn is not None:
             return turn.span
+        last = (self.turns.ended.get(turn_id) if turn_id else None) or self.turns.previous.get(
+            text(payload.get("session_id")))
+        if last is not None:
+            return trace.NonRecordingSpan(last)
         current = trace.get_current_span()
         return current if current.get_span_context().is_valid else None

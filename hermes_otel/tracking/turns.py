@@ -46,6 +46,7 @@ class Turn:
     session_id: str
     started: float = field(default_factory=time.monotonic)
     attempts: dict[str, int] = field(default_factory=dict)  # api_request_id -> attempts so far
+    tool_calls: int = 0  # tool calls started in the turn
     # The latest failed provider attempt not followed by a success: (error type, its end). A turn that
     # Hermes abandons after its retries (it fires no on_session_end then) ends with it.
     failure: tuple[str, int] | None = None
@@ -149,7 +150,11 @@ class Turns:
         span.end(end_time=end_ns)
         if self._metrics is not None:
             labels = _AGENT_LABELS if error is None else {**_AGENT_LABELS, sc.ERROR_TYPE: error}
-            self._metrics.agent_duration.record(max(duration, 0.0), labels, trace.set_span_in_context(span))
+            context = trace.set_span_in_context(span)
+            self._metrics.agent_duration.record(max(duration, 0.0), labels, context)
+            # The turn's own calls, failed attempts included; zero is a measurement too.
+            self._metrics.inference_calls.record(sum(turn.attempts.values()), labels, context)
+            self._metrics.tool_calls.record(turn.tool_calls, labels, context)
 
     def stale(self, now: float, ttl_s: float) -> list[str]:
         return [turn_id for turn_id, t in self.open.items() if now - t.started > ttl_s]

@@ -80,8 +80,9 @@ class Subagents:
         turn = self._turns.open.get(parent_turn) if parent_turn else None
         parent = trace.set_span_in_context(tool.span) if tool else (turn.context if turn else None)
         attrs = sc.subagent_attributes(payload)
-        span = self._tracer.start_span(f"subagent {attrs.get(sc.SUBAGENT_ROLE, '')}".strip(), context=parent,
-                                       kind=SpanKind.INTERNAL, attributes=attrs)
+        # Named as the GenAI conventions name an agent invocation; `hermes.subagent.role` tells its role.
+        span = self._tracer.start_span(f"{sc.OP_AGENT} {sc.AGENT}", context=parent, kind=SpanKind.INTERNAL,
+                                       attributes=attrs)
         self.open.put(child, Call(span, {}))
 
     def stopped(self, payload: Mapping[str, Any]) -> None:

@@ -15,10 +15,12 @@ def _doc_for(span) -> catalog.SpanDoc:
         return catalog.MIDDLEWARE_SPANS[1]
     if "hermes.middleware.outcome" in span.attributes:
         return catalog.MIDDLEWARE_SPANS[0]
+    if "hermes.subagent.id" in span.attributes or "hermes.subagent.role" in span.attributes:
+        return catalog.SPANS[4]  # a subagent: `invoke_agent hermes` with its role
     operation = span.name.split(" ")[0]
     return {
         "invoke_agent": catalog.SPANS[0], "chat": catalog.SPANS[1], "execute_tool": catalog.SPANS[2],
-        "approval": catalog.SPANS[3], "subagent": catalog.SPANS[4],
+        "approval": catalog.SPANS[3],
     }[operation]
 
 

@@ -28,3 +28,17 @@ def only(spans: Sequence[Any], name: str) -> Any:
 
 def named(spans: Sequence[Any], name: str) -> list:
     return sorted((s for s in spans if s.name == name), key=lambda s: s.start_ns)
+
+
+def is_subagent(span: Any) -> bool:
+    """A subagent's span: `invoke_agent hermes`, told from a turn's by the subagent's attributes."""
+    return span.name == "invoke_agent hermes" and "hermes.subagent.child_session_id" in span.attributes
+
+
+def subagents(spans: Sequence[Any]) -> list:
+    return sorted((s for s in spans if is_subagent(s)), key=lambda s: s.start_ns)
+
+
+def turn_roots(spans: Sequence[Any]) -> list:
+    """The turns' `invoke_agent hermes` spans (not subagents'), oldest first."""
+    return [s for s in named(spans, "invoke_agent hermes") if not is_subagent(s)]

@@ -104,6 +104,7 @@ def test_the_instruction_count_measures_every_mode_and_says_when_valgrind_is_mis
             done = subprocess.run([sys.executable, script, "--child", kind, mode, "3"], env=env, cwd=ROOT,
                                   capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, f"{kind}/{mode}: " + done.stderr[-4000:]
+            assert done.stdout.splitlines()[-1] == "dropped=0", f"{kind}/{mode}: " + done.stdout[-2000:]
     (tmp_path / "bin").mkdir()
     env.pop("VALGRIND", None)
     env.update(PATH=str(tmp_path / "bin"), BENCH_RESULTS=str(tmp_path))

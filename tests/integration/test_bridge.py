@@ -9,7 +9,7 @@ import pytest
 from hermes_otel.testing.fake_llm import Reply, ToolCall
 from tests.harness.documented import assert_documented
 from tests.harness.hermes import run_agent
-from tests.harness.trees import named, only, tree
+from tests.harness.trees import named, only, subagents, tree, turn_roots
 
 pytestmark = pytest.mark.hermes
 
@@ -99,19 +99,21 @@ def test_subagent_nests_under_the_parents_delegate_task(traced, llm, receiver):
     llm.push(Reply.tools(ToolCall("delegate_task", {"goal": goal}, id="call_D")), Reply.text("done"), Reply.text("done"))
     result = run_agent(llm.base_url, "delegate something", enabled_toolsets=["terminal", "delegation"])
     assert result["final_response"] == "done"
-    spans = _turns(receiver, traced, 2)
+    spans = _turns(receiver, traced, 3)  # the two turns and the subagent
     traced.flush(5)
-    spans = receiver.wait_for_spans(lambda s: any(x.name.startswith("subagent") for x in s), timeout=10)
+    spans = receiver.wait_for_spans(lambda s: bool(subagents(s)) and len(turn_roots(s)) == 2, timeout=10)
     assert tree(spans) == [[
         "invoke_agent hermes",
         [
             "chat fake-model",
-            ["execute_tool delegate_task", [["subagent leaf", [["invoke_agent hermes", ["chat fake-model"]]]]]],
+            ["execute_tool delegate_task", [["invoke_agent hermes", [["invoke_agent hermes", ["chat fake-model"]]]]]],
             "chat fake-model",
         ],
     ]]
-    parent_root, child_root = named(spans, "invoke_agent hermes")
-    subagent = only(spans, "subagent leaf")
+    parent_root, child_root = turn_roots(spans)
+    (subagent,) = subagents(spans)
+    assert subagent.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert subagent.attributes["gen_ai.agent.name"] == "hermes"
     assert child_root.trace_id == parent_root.trace_id
     assert child_root.parent_span_id == subagent.span_id
     child_session = subagent.attributes["hermes.subagent.child_session_id"]

@@ -21,7 +21,7 @@ from tests.harness.backends import Prometheus, get_json, wait_until
 from tests.harness.hermes import clean_env, hermes_chat, install_test_plugins, parallel_reads, write_home
 from tests.harness.otelcol import Collector, Jaeger
 from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
-from tests.harness.trees import named, only, tree
+from tests.harness.trees import named, only, subagents, tree
 
 pytestmark = pytest.mark.hermes
 
@@ -176,7 +176,7 @@ def test_single_node_jaeger_shows_each_turn_as_the_exact_tree(single_node, jaege
             LLM_CHAIN,
             # Hermes delegates asynchronously: the subagent outlives the tool call that started it.
             ["execute_tool delegate_task", [
-                tool_chain("delegate_task"), ["subagent leaf", [["invoke_agent hermes", [LLM_CHAIN]]]],
+                tool_chain("delegate_task"), ["invoke_agent hermes", [["invoke_agent hermes", [LLM_CHAIN]]]],
             ]],
             LLM_CHAIN,
         ],
@@ -190,7 +190,6 @@ def test_single_node_jaeger_shows_each_turn_as_the_exact_tree(single_node, jaege
         "invoke_agent": "INTERNAL", "chat": "CLIENT", "llm_execution": "INTERNAL",
         "provider_call": "INTERNAL", "execute_tool": "INTERNAL",
         "tool_execution": "INTERNAL", "tool_call": "INTERNAL", "approval": "INTERNAL",
-        "subagent": "INTERNAL",
     }
     chats = named(spans, "chat fake-model")
     failed = [c for c in chats if c.status_code == "ERROR"]
@@ -210,7 +209,8 @@ def test_single_node_jaeger_shows_each_turn_as_the_exact_tree(single_node, jaege
     reads = named(spans, "execute_tool read_file")
     assert sorted(r.attributes["gen_ai.tool.call.id"] for r in reads) == ["call_P1", "call_P2"]
     assert all(r.status_code == "UNSET" and r.attributes["hermes.tool.status"] == "ok" for r in reads)
-    assert only(spans, "subagent leaf").attributes["hermes.subagent.status"] == "completed"
+    (subagent,) = subagents(spans)
+    assert subagent.attributes["hermes.subagent.status"] == "completed"
     # Tempo (its stand-in) received the same spans: the fan-out loses nothing.
     tempo_ids = wait_until(lambda: (ids := {s.span_id for s in single_node["tempo"].spans()}) >= {
         s.span_id for s in spans} and ids, 15, "the same spans at the Tempo stand-in")

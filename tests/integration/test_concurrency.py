@@ -17,7 +17,7 @@ import pytest
 
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
 from tests.harness.hermes import run_agent
-from tests.harness.trees import tree
+from tests.harness.trees import subagents, tree, turn_roots
 
 pytestmark = pytest.mark.hermes
 
@@ -26,7 +26,7 @@ EXPECTED_TREE = [[
     "invoke_agent hermes",
     [
         "chat fake-model", "execute_tool read_file", "execute_tool read_file", "chat fake-model",
-        ["execute_tool delegate_task", [["subagent leaf", [["invoke_agent hermes", ["chat fake-model"]]]]]],
+        ["execute_tool delegate_task", [["invoke_agent hermes", [["invoke_agent hermes", ["chat fake-model"]]]]]],
         "chat fake-model",
     ],
 ]]
@@ -78,8 +78,8 @@ def test_eight_sessions_with_parallel_tools_and_subagents(traced, receiver, tmp_
     assert results == {k: f"final sess{k}" for k in range(SESSIONS)}
 
     traced.flush(10)
-    spans = receiver.wait_for_spans(lambda s: sum(x.name == "invoke_agent hermes" for x in s) >= 2 * SESSIONS
-                                    and sum(x.name == "subagent leaf" for x in s) >= SESSIONS, timeout=30)
+    spans = receiver.wait_for_spans(lambda s: len(turn_roots(s)) >= 2 * SESSIONS and len(subagents(s)) >= SESSIONS,
+                                    timeout=30)
     traces: dict[str, list] = {}
     for span in spans:
         traces.setdefault(span.trace_id, []).append(span)
@@ -89,9 +89,9 @@ def test_eight_sessions_with_parallel_tools_and_subagents(traced, receiver, tmp_
         assert tree(members) == EXPECTED_TREE  # every span there and ended (only ended spans are exported)
         ids = {s.span_id for s in members}
         assert all(s.parent_span_id is None or s.parent_span_id in ids for s in members)  # no cross-trace parent
-        roots = sorted((s for s in members if s.name == "invoke_agent hermes"), key=lambda s: s.start_ns)
+        roots = turn_roots(members)
         parent_sid, child_sid = (r.attributes["gen_ai.conversation.id"] for r in roots)
-        subagent = next(s for s in members if s.name == "subagent leaf")
+        (subagent,) = subagents(members)
         assert subagent.attributes["hermes.subagent.child_session_id"] == child_sid
         assert {s.attributes.get("gen_ai.conversation.id") for s in members} <= {parent_sid, child_sid}
         child_ids = {roots[1].span_id} | {s.span_id for s in members if s.parent_span_id == roots[1].span_id}

@@ -107,9 +107,9 @@ def test_every_record_carries_its_turns_trace_and_innermost_span(session, hook):
         elif hook in ("pre_approval_request", "post_approval_response"):
             assert span.name in ("execute_tool terminal", "approval"), span.name
         elif hook in ("subagent_start", "subagent_stop"):
-            assert span.name in ("execute_tool delegate_task", "subagent leaf", "invoke_agent hermes"), span.name
+            assert span.name in ("execute_tool delegate_task", "invoke_agent hermes"), span.name
         elif turn_id:
-            root = next(r for r in roots if r.attributes["hermes.turn.id"] == turn_id)
+            root = next(r for r in roots if r.attributes.get("hermes.turn.id") == turn_id)
             assert span.trace_id == root.trace_id
             if hook in ("transform_llm_output", "post_llm_call", "on_session_end", "pre_llm_call"):
                 assert span is root, (hook, span.name)

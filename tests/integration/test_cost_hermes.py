@@ -16,7 +16,7 @@ import pytest
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall, Usage
 from tests.harness.documented import assert_documented
 from tests.harness.hermes import parallel_reads, write_home
-from tests.harness.trees import named, only, tree
+from tests.harness.trees import named, only, subagents, tree, turn_roots
 
 pytestmark = pytest.mark.hermes
 
@@ -61,7 +61,7 @@ def agent_for(base_url: str, toolsets=("terminal",), iterations: int = 4):
 
 def telemetry(traced, receiver, turns: int):
     traced.flush(5)
-    spans = receiver.wait_for_spans(lambda s: sum(x.name == "invoke_agent hermes" for x in s) >= turns, timeout=15)
+    spans = receiver.wait_for_spans(lambda s: len(turn_roots(s)) >= turns, timeout=15)
     logs = receiver.wait_for_logs(
         lambda r: sum(x.event_name == "hermes.observer.on_session_end" for x in r) >= turns, timeout=15)
     ends = [r for r in logs if r.event_name == "hermes.observer.on_session_end"]
@@ -136,11 +136,11 @@ def test_priced_turn_rolls_up_retries_parallel_tools_and_a_subagent(priced, trac
         "invoke_agent hermes",
         ["chat fake-model", "chat fake-model", "chat fake-model", "execute_tool terminal", "chat fake-model",
          "execute_tool read_file", "execute_tool read_file", "chat fake-model",
-         ["execute_tool delegate_task", [["subagent leaf", [["invoke_agent hermes", ["chat fake-model"]]]]]],
+         ["execute_tool delegate_task", [["invoke_agent hermes", [["invoke_agent hermes", ["chat fake-model"]]]]]],
          "chat fake-model"],
     ]]
-    root, child_root = named(spans, "invoke_agent hermes")
-    subagent = only(spans, "subagent leaf")
+    root, child_root = turn_roots(spans)
+    (subagent,) = subagents(spans)
     assert subagent.end_ns < root.end_ns, "the child should have finished while the parent's answer was delayed"
     chats = sorted((s for s in named(spans, "chat fake-model") if s.parent_span_id == root.span_id),
                    key=lambda s: s.start_ns)

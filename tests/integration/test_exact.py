@@ -174,15 +174,19 @@ def _normalised(host: Host) -> tuple[list, list]:
     first appearance), everything else as exported."""
     names: dict[str, str] = {}
 
-    def norm(value):
+    def norm(value, key=""):
+        if key in timed:  # a measured time: present, its value the clock's
+            return "<seconds>"
         if isinstance(value, str) and (value.startswith(("20", "call_", "stream-")) or len(value) == 36):
             return names.setdefault(value, f"<id{len(names)}>")
         return value
 
+    timed = {"gen_ai.response.time_to_first_chunk"}
+
     varying = {"hermes.duration_ms", "hermes.api_duration", "hermes.started_at", "hermes.ended_at",
                "hermes.api.retry_after", "hermes.subagent.duration_ms"}
     spans = [(s.name, s.kind, s.context.trace_id, s.context.span_id, s.parent.span_id if s.parent else None,
-              s.context.trace_flags, {k: norm(v) for k, v in s.attributes.items() if k not in varying},
+              s.context.trace_flags, {k: norm(v, k) for k, v in s.attributes.items() if k not in varying},
               [(e.name, {k: norm(v) for k, v in e.attributes.items()}) for e in s.events],
               s.status.status_code, [(link.context.span_id, dict(link.attributes)) for link in s.links])
              for s in host.spans.get_finished_spans()]

@@ -418,12 +418,12 @@ def test_turn_subagent_and_session_end_record_carry_their_totals(traced):
     assert [s.attributes.get("hermes.usage.cost") for s in chats] == [None, 0.25, 0.125, 0.125, None]
     assert "hermes.usage.cost_status" not in chats[0].attributes  # failed before any response
     assert chats[-1].attributes["hermes.usage.cost_reason"] == "no_price"
-    parent, child = sorted((s for s in spans if s.name == "invoke_agent hermes"),
+    parent, child = sorted((s for s in spans if s.name == "invoke_agent hermes" and "hermes.turn.id" in s.attributes),
                            key=lambda s: s.attributes["hermes.turn.id"] != "p:t:1")
     assert parent.attributes["hermes.turn.cost"] == 0.5 and parent.attributes["hermes.turn.cost_status"] == "partial"
     assert parent.attributes["hermes.profile"] == "work"
     assert child.attributes["hermes.turn.cost"] == 0.125
-    (sub,) = [s for s in spans if s.name == "subagent leaf"]
+    (sub,) = [s for s in spans if s.name == "invoke_agent hermes" and s.attributes.get("hermes.subagent.role") == "leaf"]
     assert (sub.attributes["hermes.subagent.cost"], sub.attributes["hermes.subagent.cost_status"]) == (0.125,
                                                                                                      "estimated")
     ends = [r.log_record for r in traced.logs.get_finished_logs()

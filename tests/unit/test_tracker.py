@@ -85,7 +85,11 @@ def test_turn_with_retry_and_late_tool_outcome(env):
         "gen_ai.client.token.usage",
         "gen_ai.execute_tool.duration",
         "gen_ai.invoke_agent.duration",
-    }
+        "gen_ai.invoke_agent.inference_calls",
+        "gen_ai.invoke_agent.tool_calls",
+    }  # no chunk timing: nothing streamed
+    assert [(p.sum, p.count) for p in metrics["gen_ai.invoke_agent.inference_calls"].data.data_points] == [(2, 1)]
+    assert [(p.sum, p.count) for p in metrics["gen_ai.invoke_agent.tool_calls"].data.data_points] == [(1, 1)]
     tokens = {dict(p.attributes)["gen_ai.token.type"]: p.sum for p in metrics["gen_ai.client.token.usage"].data.data_points}
     assert tokens == {"input": 5, "output": 2}
     durations = metrics["gen_ai.client.operation.duration"].data.data_points

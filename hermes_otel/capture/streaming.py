@@ -1,0 +1,123 @@
+"""When the chunks of Hermes's streamed provider calls arrive: time to the first chunk, and between chunks.
+
+Hermes 0.19.0 streams every provider call it can (the default, quiet mode included) on a request thread of its own,
+and counts each chunk it reads in a per-attempt diagnostics dict that `agent.stream_diag.stream_diag_init` makes
+just before it sends the request. We hand Hermes that dict with a clock in it: still a `dict` (Hermes reads and logs
+it as before), which also notes when each chunk came. The clock is filed under the attempt's `chat` span, which the
+request thread runs under (it carries our context: capture/patches.py; under middleware layers that is the chain's
+innermost span, which hands it over to the attempt's when it ends: middleware/layers.py); the span's end takes it
+(tracking/calls.py). A call that does not stream never makes
+the dict: it costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import trace
+
+from .._internal.safety import safely
+
+MODULE = "agent.stream_diag"
+FUNCTION = "stream_diag_init"
+_MAX_GAPS = 4096  # per stream: the gaps of a longer reply are dropped, not its first chunk
+
+
+class Clock:
+    """When a streamed request went out and when its chunks came (`time.perf_counter` seconds)."""
+
+    __slots__ = ("started", "first", "last", "gaps")
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.first: float | None = None  # seconds from the request to the first chunk
+        self.last = self.started
+        self.gaps: list[float] = []  # seconds between each later chunk and the one before it
+
+    def chunk(self) -> None:
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = now - self.started
+        elif len(self.gaps) < _MAX_GAPS:
+            self.gaps.append(now - self.last)
+        self.last = now
+
+
+class _ClockedDiag(dict):
+    """Hermes's diagnostics dict; setting its chunk count (Hermes does, first thing for each chunk) ticks the clock."""
+
+    __slots__ = ("clock",)
+    clock: Clock
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if key == "chunks":
+            self.clock.chunk()  # a clock read and an append: nothing there raises
+        dict.__setitem__(self, key, value)
+
+
+# The clock of each span whose request streamed, until the span's end takes it. Bounded: a clock nobody takes (a
+# stream under a span that is not an attempt's) goes when the map fills.
+CLOCKS: dict[Any, Clock] = {}
+_MAX_CLOCKS = 1024
+
+
+def take(span: Any) -> Clock | None:
+    """The clock of `span`'s stream (the last one, if Hermes re-sent the request), once."""
+    return CLOCKS.pop(span, None)
+
+
+def hand_over(span: Any, attempt: Any) -> None:
+    """A stream timed under `span` (a chain's innermost span) belongs to `attempt` (its `chat` span)."""
+    clock = CLOCKS.pop(span, None)
+    if clock is not None:
+        CLOCKS[attempt] = clock
+
+
+def _clocked(diag: Any) -> Any:
+    span: Any = trace.get_current_span()
+    if type(diag) is not dict or not span.is_recording():
+        return diag
+    clock = Clock()
+    if len(CLOCKS) >= _MAX_CLOCKS:
+        CLOCKS.clear()
+    CLOCKS[span] = clock
+    timed = _ClockedDiag(diag)
+    timed.clock = clock
+    return timed
+
+
+def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+    def stream_diag_init(*args: Any, **kwargs: Any) -> Any:
+        diag = original(*args, **kwargs)
+        timed = safely(_clocked, diag)
+        return diag if timed is None else timed
+
+    stream_diag_init._hermes_otel_original = original  # type: ignore[attr-defined]
+    return stream_diag_init
+
+
+def install() -> bool:
+    """Clock Hermes's streams (once); False where this Hermes has no such function."""
+    try:
+        module = importlib.import_module(MODULE)
+    except Exception:  # noqa: BLE001 - another Hermes: no stream timing
+        return False
+    current = getattr(module, FUNCTION, None)
+    if not callable(current):
+        return False
+    if not hasattr(current, "_hermes_otel_original"):
+        setattr(module, FUNCTION, _wrap(current))
+    return True
+
+
+def release() -> None:
+    """Hermes's function as it was."""
+    module = sys.modules.get(MODULE)
+    current = getattr(module, FUNCTION, None)
+    original = getattr(current, "_hermes_otel_original", None)
+    if original is not None:
+        setattr(module, FUNCTION, original)
