@@ -16,7 +16,7 @@ from typing import Any
 from . import runtime
 from ._internal import log as _log
 from ._internal.safety import safely
-from .capture import auxiliary, http_client
+from .capture import auxiliary, hermes_compat, http_client
 from .capture import logs as hermes_logs
 from .capture.hooks import callbacks
 from .capture.hooks_only import chat_callbacks
@@ -60,7 +60,7 @@ def _register(ctx: Any) -> None:
         mode = "disabled"
     elif _instrumented():
         mode = "instrumented"
-        PATCHES.adopt_registered(getattr(ctx, "_manager", None))
+        PATCHES.adopt_registered(hermes_compat.plugin_manager(ctx))
     elif callable(getattr(ctx, "register_middleware", None)):
         mode = "middleware"
         for kind, callback in fallback_middleware(runtime.current_tracker).items():

@@ -32,11 +32,11 @@ from .. import semconv as sc
 from .._internal.safety import report, safely
 from ..tracking import Tracker
 from ..tracking.calls import Call
+from . import hermes_compat
 
 MODULE = "agent.auxiliary_client"
 FUNCTIONS = ("call_llm", "async_call_llm")
-# Builds each attempt's request from the route Hermes resolved (provider, model, base URL; the same in 0.16-0.19).
-ROUTE = "_build_call_kwargs"
+ROUTE = hermes_compat.AUX_ROUTE
 # The packages whose modules bind call_llm at import (Hermes's own code only).
 _CALLERS = ("agent", "tools", "hermes_cli", "gateway", "cli", "tui_gateway", "run_agent", "acp_adapter")
 

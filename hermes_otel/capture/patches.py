@@ -42,14 +42,13 @@ from .._internal.safety import report, safely
 from ..middleware import contract
 from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy
 from ..tracking import Tracker
-from . import streaming
+from . import hermes_compat, streaming
 
 MODULE = "hermes_cli.middleware"
 PLUGINS = "hermes_cli.plugins"
-HTTP_THREAD_MODULE = "agent.chat_completion_helpers"
 LLM_RUNNER = "run_llm_execution_middleware"
 TOOL_RUNNER = "run_tool_execution_middleware"
-CHAIN = "_run_execution_chain"
+CHAIN = hermes_compat.CHAIN
 APPLY = {"apply_llm_request_middleware": contract.LLM_REQUEST, "apply_tool_request_middleware": contract.TOOL_REQUEST}
 
 # The tool call whose span is open in this context. Hermes runs
@@ -131,9 +130,7 @@ class HermesPatches:
             owner, attr = dotted.split(".")
             if callable(getattr(getattr(plugins, owner, None), attr, None)):
                 wrap(PLUGINS, dotted, wrapper)
-        helpers = _module(HTTP_THREAD_MODULE)
-        if helpers is not None and getattr(helpers, "threading", None) is threading:
-            helpers.threading = _ThreadingWithContext(threading)
+        if hermes_compat.swap_http_threading(_ThreadingWithContext):
             streaming.install()  # chunk timing of streamed provider calls (they run on that thread)
 
     def uninstrument(self) -> None:
@@ -147,15 +144,13 @@ class HermesPatches:
             for attr in ("register_middleware", "discover_and_load"):
                 if plugins is not None and hasattr(getattr(plugins, owner, None), attr):
                     unwrap(getattr(plugins, owner), attr)
-        helpers = _module(HTTP_THREAD_MODULE)
-        if helpers is not None and isinstance(getattr(helpers, "threading", None), _ThreadingWithContext):
-            helpers.threading = threading
+        hermes_compat.restore_http_threading(_ThreadingWithContext)
         streaming.release()
 
     def adopt_registered(self, manager: Any) -> None:
         """Put request proxies around request callbacks registered before we were instrumented."""
-        registry = getattr(manager, "_middleware", None)
-        if not isinstance(registry, dict):
+        registry = hermes_compat.middleware_registry(manager)
+        if registry is None:
             return
         attribution.learn_modules(manager)
         for kind in contract.REQUEST_KINDS:
@@ -211,7 +206,7 @@ class HermesPatches:
         result = wrapped(*args, **kwargs)
         # A re-discovery that no longer loads us (disabled, removed) leaves our wrappers in place:
         # without our hooks no turn would ever end, so stop tracing until we are registered again.
-        hooks = getattr(instance, "_hooks", {})
+        hooks = hermes_compat.registered_hooks(instance)
         ours = any(getattr(cb, "__name__", "").startswith("hermes_otel_") for cbs in hooks.values() for cb in cbs)
         if not ours and self._on_unloaded is not None:
             safely(self._on_unloaded)

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ..capture import hermes_compat
+
 PLUGIN = "hermes_otel"
 SUPPORTED = ("0.16.0", "0.17.0", "0.18.2", "0.19.0")  # each tested by `make test-matrix`
-SUPPORTED_RANGE = "0.16.0 to 0.19.x"  # as pyproject's `hermes` extra states it
+SUPPORTED_RANGE = hermes_compat.SUPPORTED_RANGE
 
 
 def hermes_executable() -> str | None:
@@ -104,10 +106,9 @@ def _switch(action: str, env: Mapping[str, str] | None, out: TextIO) -> int:
 
 def _write(action: str) -> dict[str, object]:
     """In a process of its own: the allow-list edit of Hermes's `cmd_enable` / `cmd_disable`."""
-    from hermes_cli import plugins_cmd
     from hermes_cli.config import get_config_path
 
-    enabled, disabled = plugins_cmd._get_enabled_set(), plugins_cmd._get_disabled_set()
+    enabled, disabled = hermes_compat.plugin_sets()
     if action == "enable":
         changed = PLUGIN not in enabled or PLUGIN in disabled
         enabled.add(PLUGIN)
@@ -117,9 +118,8 @@ def _write(action: str) -> dict[str, object]:
         enabled.discard(PLUGIN)
         disabled.add(PLUGIN)
     if changed:
-        plugins_cmd._save_enabled_set(enabled)
-        plugins_cmd._save_disabled_set(disabled)
-    enabled, disabled = plugins_cmd._get_enabled_set(), plugins_cmd._get_disabled_set()
+        hermes_compat.save_plugin_sets(enabled, disabled)
+    enabled, disabled = hermes_compat.plugin_sets()
     state = "disabled" if PLUGIN in disabled or PLUGIN not in enabled else "enabled"
     return {"changed": changed, "path": str(get_config_path()), "state": state}
 
@@ -142,17 +142,9 @@ def support(version: str | None) -> Support:
     mode = ("full telemetry (middleware layers included)" if PATCHES.available()
             else "hooks-only telemetry: turn, chat and tool spans from its observer hooks, every observer record; "
                  "no middleware layer spans (this Hermes has no middleware)")
-    supported = (0, 16, 0) <= _version_key(version) < (0, 20, 0)
+    supported = hermes_compat.known(version)
     range_note = "" if supported else f" — untested: hermes-otel supports hermes-agent {SUPPORTED_RANGE}"
     return Support(supported, f"hermes-agent {version}: {mode}{range_note}")
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split(".")[:3]:
-        digits = "".join(c for c in part if c.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
 
 
 if __name__ == "__main__":  # `python -m hermes_otel.cli.enable --write enable|disable` (see _switch)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import config
+from ..capture import hermes_compat
 from ..redaction import masking
 from ..version import __version__
 from . import enable, view
@@ -214,6 +215,8 @@ def cmd_doctor() -> int:
     if hermes_version:
         support = enable.support(hermes_version)
         (report.ok if support.ok else report.warn)(support.text)
+        for level, text in compat_lines(hermes_compat.check(hermes_version)):
+            getattr(report, level)(text)
     entry_points = [ep for ep in metadata.entry_points(group="hermes_agent.plugins") if ep.name == "hermes_otel"]
     directory_plugin = home / "plugins" / "hermes_otel" / "plugin.yaml"
     if entry_points or directory_plugin.exists():
@@ -245,6 +248,21 @@ def cmd_doctor() -> int:
     print("effective settings (secrets masked):")
     print(masking.printable(json.dumps(masking.masked(settings), indent=2), lines=True))
     return 1 if report.failed else 0
+
+
+def compat_lines(checked: hermes_compat.Check) -> list[tuple[str, str]]:
+    """(level, text) for doctor: the Hermes private names hermes-otel could not find, and on a release it does
+    not know, what it turns off (pricing, which could reach the network some new way)."""
+    lines = []
+    if not checked.known:
+        lines.append(("warn", f"hermes-agent {checked.version} is a release hermes-otel does not know: costs are "
+                              "unknown (its pricing is not run); tracing uses what it finds"))
+    if checked.missing:
+        lines.append(("warn", f"Hermes private names hermes-otel could not find: {', '.join(checked.missing)} "
+                              "(what needs them is off or falls back; capture/hermes_compat.py)"))
+    else:
+        lines.append(("ok", "every Hermes private name hermes-otel uses was found"))
+    return lines
 
 
 def _preset_line(settings: config.Settings) -> str:

@@ -5,10 +5,10 @@ Pricing is Hermes's `agent.usage_pricing.estimate_usage_cost` on the attempt's u
 Hermes prices with, so the numbers equal Hermes's own `/usage` and `session_estimated_cost_usd`.
 
 Hermes's pricing can fetch: OpenRouter's model list, or an endpoint's `/models` (where custom and
-OpenAI-compatible servers publish prices). We never let it: :class:`HermesPricing` runs Hermes's own functions
-against copies of their module scope in which those two fetchers read only what Hermes has already cached (any
-age; Hermes refreshes it itself), and an attempt whose price would need a fetch is `unknown` with the reason
-`not_cached`. Hermes's module is not modified, so its own threads keep fetching as they always did.
+OpenAI-compatible servers publish prices). We never let it: while we price, on our thread only, those two
+fetchers read what Hermes has already cached (any age; Hermes refreshes it itself), and an attempt whose price
+would need a fetch is `unknown` with the reason `not_cached` (:mod:`~hermes_otel.capture.hermes_compat` holds
+the private names this takes). On every other thread Hermes fetches as it always did.
 
 Pricing costs 4-40 µs a call (measured; the endpoint-metadata route is the dear one), so it runs where a chat
 attempt's response attributes are built, off the agent's thread. :class:`CostLedger` adds each attempt to its
@@ -19,8 +19,6 @@ subagent and session-end telemetry is built, after every attempt before them was
 
 from __future__ import annotations
 
-import dis
-import functools
 import math
 import threading
 import types
@@ -35,6 +33,7 @@ from opentelemetry import trace
 from .. import semconv as sc
 from .._internal import log as _log
 from .._internal.safety import report
+from ..capture import hermes_compat
 
 # -- names (documented in catalog.py) --------------------------------------------------------------------------
 USAGE_COST = "hermes.usage.cost"  # USD, on a chat span
@@ -91,10 +90,6 @@ class Price(NamedTuple):
 _UNKNOWN = {reason: Price(None, "unknown", reason=reason) for reason in (NOT_CACHED, NO_USAGE, UNAVAILABLE)}
 
 
-class _NotCached(Exception):
-    """Hermes's pricing asked for metadata it would have to fetch."""
-
-
 def _scalar(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -110,143 +105,35 @@ def _namespace(value: Any, depth: int = 0) -> Any:
     return value
 
 
-# What Hermes 0.16-0.19's pricing module uses from elsewhere. Anything else (a new fetcher, an import inside a
-# function) could reach the network behind our back: then we do not price at all.
-_STDLIB = frozenset({"re", "dataclasses", "datetime", "decimal", "typing"})
-_KNOWN = {"agent.model_metadata": frozenset({"fetch_endpoint_model_metadata", "fetch_model_metadata"}),
-          "utils": frozenset({"base_url_host_matches"})}
-# Hermes's caches we read (0.16.0 has no on-disk copy of OpenRouter's list; that part is optional).
-_METADATA = (
-    "_normalize_base_url", "_is_openrouter_base_url", "_endpoint_model_metadata_cache", "_model_metadata_cache")
-
-
-def _imports(code: types.CodeType) -> bool:
-    return any(i.opname == "IMPORT_NAME" for i in dis.get_instructions(code)) or any(
-        _imports(c) for c in code.co_consts if isinstance(c, types.CodeType))
-
-
-def _unsafe_names(module: types.ModuleType) -> list[str]:
-    """What in `module` could call out of it unseen: functions of unknown modules, imports inside its functions."""
-    unsafe = []
-    for name, value in vars(module).items():
-        if name.startswith("__"):
-            continue
-        if isinstance(value, types.FunctionType) and value.__module__ == module.__name__:
-            if _imports(value.__code__):
-                unsafe.append(f"{name} (imports)")
-            continue
-        if isinstance(value, types.ModuleType):
-            origin = value.__name__
-        elif callable(value):
-            origin = getattr(value, "__module__", None) or "?"
-        else:
-            continue  # data: price tables, constants
-        if origin == module.__name__ or origin.split(".")[0] in _STDLIB or name in _KNOWN.get(origin, ()):
-            continue
-        unsafe.append(f"{name} ({origin})")
-    return unsafe
-
-
-def _cache_only_scope(module: types.ModuleType, replacements: Mapping[str, Any]) -> dict[str, Any]:
-    """`module`'s functions rebound to a copy of its globals with `replacements`: the same code, other lookups."""
-    source = vars(module)
-    scope = dict(source)
-    scope.update(replacements)
-    for name, value in source.items():
-        if isinstance(value, types.FunctionType) and value.__globals__ is source:
-            clone = types.FunctionType(value.__code__, scope, value.__name__, value.__defaults__, value.__closure__)
-            clone.__kwdefaults__ = value.__kwdefaults__
-            clone.__dict__.update(value.__dict__)
-            scope[name] = clone
-    return scope
-
-
 class HermesPricing:
     """Hermes's `estimate_usage_cost` on what Hermes has cached: never a network request.
 
     Thread-safe; loads Hermes's modules on first use (on the calling thread)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._module: Any = None  # agent.usage_pricing, once loaded
         self._loaded: bool | None = None  # None: not tried yet
-        self._estimate: Any = None
-        self._normalize: Any = None
-        self._canonical: Any = None
-        self._metadata: Any = None
-        self._disk: tuple[Any, dict] = (None, {})
 
     def _load(self) -> bool:
-        if self._loaded is not None:
-            return self._loaded
-        with self._lock:
-            if self._loaded is None:
-                try:
-                    from agent import model_metadata, usage_pricing
-
-                    unsafe = _unsafe_names(usage_pricing)
-                    missing = [name for name in _METADATA if not hasattr(model_metadata, name)]
-                    if unsafe or missing:
-                        _log.once("cost-pricing-unsafe",
-                                  "hermes-otel: costs are unknown: this Hermes's pricing uses %s, which hermes-otel "
-                                  "cannot keep from the network", ", ".join(unsafe + missing) or "?")
-                        self._loaded = False
-                        return False
-                    scope = _cache_only_scope(usage_pricing, {
-                        "fetch_model_metadata": self._openrouter_cached,
-                        "fetch_endpoint_model_metadata": self._endpoint_cached,
-                    })
-                    # A pure function of (model, provider, base_url) and Hermes's constants, called twice per
-                    # price; its URL parsing was most of what pricing cost (`make bench`).
-                    scope["resolve_billing_route"] = functools.lru_cache(maxsize=256)(scope["resolve_billing_route"])
-                    self._metadata = model_metadata
-                    self._estimate = scope["estimate_usage_cost"]
-                    self._normalize = usage_pricing.normalize_usage
-                    self._canonical = usage_pricing.CanonicalUsage
-                    self._loaded = True
-                except Exception:  # noqa: BLE001 - no Hermes, or one without this pricing: costs are unknown
-                    self._loaded = False
+        if self._loaded is None:
+            try:
+                self._module = hermes_compat.cache_only_pricing()
+            except Exception:  # noqa: BLE001 - no Hermes, or one without this pricing: costs are unknown
+                self._module = None
+            version = hermes_compat.installed_version()
+            if self._module is None and version is not None:  # without Hermes there is nothing to say
+                _log.once("cost-pricing-unavailable", "hermes-otel: costs are unknown: hermes-otel does not know "
+                          "how to keep this Hermes's pricing (%s) from the network; `hermes-otel doctor` says more",
+                          version)
+            self._loaded = self._module is not None
         return self._loaded
-
-    # The two fetchers, as Hermes's pricing sees them: only what Hermes holds already.
-
-    def _endpoint_cached(self, base_url: str, api_key: str = "", force_refresh: bool = False) -> dict:
-        normalized = _endpoint_key(self._metadata, base_url)
-        if not normalized:
-            return {}  # Hermes fetches nothing for these either
-        cached = self._metadata._endpoint_model_metadata_cache.get(normalized)
-        if cached is None:
-            raise _NotCached(normalized)
-        return cached
-
-    def _openrouter_cached(self, force_refresh: bool = False) -> dict:
-        cached = self._metadata._model_metadata_cache  # rebound by Hermes on every refresh: read it each time
-        if cached:
-            return cached
-        disk = self._openrouter_disk()
-        if disk:
-            return disk
-        raise _NotCached("openrouter")
-
-    def _openrouter_disk(self) -> dict:
-        """Hermes's on-disk copy of OpenRouter's list (read again only when the file changes)."""
-        if not hasattr(self._metadata, "_load_model_metadata_disk_cache"):
-            return {}
-        path = self._metadata._get_model_metadata_cache_path()
-        try:
-            stat = path.stat()
-        except OSError:
-            return {}
-        key = (str(path), stat.st_mtime_ns, stat.st_size)
-        if self._disk[0] != key:
-            self._disk = (key, self._metadata._load_model_metadata_disk_cache() or {})
-        return self._disk[1]
 
     def canonical_usage(self, usage: Any, provider: str | None, api_mode: str | None) -> Any:
         """Hermes's CanonicalUsage of a response's usage (or of Hermes's own normalised summary)."""
         summary = type(usage) is not types.SimpleNamespace and isinstance(usage, Mapping)  # the ABC check last
         if summary and "cache_read_tokens" in usage:  # post_api_request's summary (hooks mode)
-            return self._canonical(**{key: _int(usage.get(key)) for key in _USAGE_KEYS})
-        return self._normalize(_namespace(usage), provider=provider, api_mode=api_mode)
+            return self._module.CanonicalUsage(**{key: _int(usage.get(key)) for key in _USAGE_KEYS})
+        return self._module.normalize_usage(_namespace(usage), provider=provider, api_mode=api_mode)
 
     def price(self, model: Any, usage: Any, *, provider: Any = None, base_url: Any = None,
               api_mode: Any = None) -> Price:
@@ -258,8 +145,10 @@ class HermesPricing:
         provider, base_url, api_mode = _scalar(provider), _scalar(base_url), _scalar(api_mode)
         try:
             canonical = self.canonical_usage(usage, provider, api_mode)
-            result = self._estimate(_scalar(model) or "", canonical, provider=provider, base_url=base_url, api_key="")
-        except _NotCached:
+            with hermes_compat.pricing_from_cache():
+                result = self._module.estimate_usage_cost(_scalar(model) or "", canonical, provider=provider,
+                                                          base_url=base_url, api_key="")
+        except hermes_compat.NotCached:
             return _UNKNOWN[NOT_CACHED]
         except Exception as exc:  # noqa: BLE001 - Hermes's pricing failed on this input: unknown, said once
             report(self.price, exc)
@@ -268,14 +157,6 @@ class HermesPricing:
         amount = result.amount_usd if isinstance(result.amount_usd, Decimal) else None
         return Price(amount, status, str(result.source), result.pricing_version,
                      NO_PRICE if amount is None else None)
-
-
-@functools.lru_cache(maxsize=64)
-def _endpoint_key(metadata: types.ModuleType, base_url: str) -> str:
-    """Where Hermes caches an endpoint's metadata ("" for none: OpenRouter's and empty URLs); a pure
-    function of the URL, whose parsing was most of what pricing a custom endpoint cost."""
-    normalized = metadata._normalize_base_url(base_url)
-    return "" if not normalized or metadata._is_openrouter_base_url(normalized) else normalized
 
 
 _shared_pricing = HermesPricing()

@@ -28,7 +28,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from .. import semconv as sc
 from .._internal.safety import safely
-from ..capture import streaming
+from ..capture import hermes_compat, streaming
 from ..semconv import DURATION_BUCKETS
 from . import contract, log_hygiene
 
@@ -77,7 +77,7 @@ class Attribution:
 
     def learn_modules(self, manager: Any) -> None:
         """Module -> plugin names of loaded plugins, for callbacks registered before we were watching."""
-        for loaded in list(getattr(manager, "_plugins", {}).values()):
+        for loaded in hermes_compat.loaded_plugins(manager):
             module = getattr(getattr(loaded, "module", None), "__name__", None)
             name = getattr(getattr(loaded, "manifest", None), "name", None)
             if module and name:
@@ -121,9 +121,7 @@ class _LayerState:
 
 
 def _is_downstream_wrapper(exc: BaseException) -> bool:
-    # Hermes wraps downstream errors in a private class defined inside its
-    # chain runner; recognise it by shape, never import it.
-    return type(exc).__name__ == "_DownstreamExecutionError" and hasattr(exc, "original")
+    return hermes_compat.is_downstream_error(exc)
 
 
 def unwrap(exc: BaseException) -> BaseException:

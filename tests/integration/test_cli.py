@@ -129,6 +129,7 @@ def test_config_validate_and_doctor(home, tmp_path):
     doctor = hermes_otel_cli("doctor", env={**env, "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20s3cr3t"})
     assert "s3cr3t" not in doctor.stdout
     assert "ok    hermes-agent 0.19.0: full telemetry (middleware layers included)" in doctor.stdout
+    assert "ok    every Hermes private name hermes-otel uses was found" in doctor.stdout
     assert "ok    plugin discoverable (entry point)" in doctor.stdout
     assert f"ok    enabled in {home_dir / 'config.yaml'}" in doctor.stdout
     assert f"ok    dashboard Traces tab installed ({home_dir / 'plugins' / 'hermes_otel' / 'dashboard'})" in doctor.stdout

@@ -198,27 +198,23 @@ def test_hostile_inputs_are_unknown_not_errors(hermes):
     assert pricing.price("gpt-4o", {"prompt_tokens": "many"}, provider="openai").amount == Decimal(0)
 
 
-def test_without_hermes_costs_are_unknown(monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_agent(name, *args, **kwargs):
-        if name == "agent" or name.startswith("agent."):
-            raise ImportError("no hermes here")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_agent)
+def test_without_hermes_costs_are_unknown(hermes, network, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "agent.usage_pricing", None)  # import fails: no Hermes
     assert HermesPricing().price("gpt-4o", openai_usage(), provider="openai") == Price(
         None, "unknown", reason="pricing_unavailable")
+    assert network == []
 
 
-def test_hermes_module_is_left_untouched(hermes):
+def test_only_three_names_are_rebound_and_hermes_own_calls_still_reach_hermes_functions(hermes):
     before = dict(vars(hermes.pricing))
     HermesPricing().price("gpt-4o", openai_usage(), provider="openai")
-    assert vars(hermes.pricing) == before
-    assert hermes.pricing.get_pricing_entry.__globals__["fetch_endpoint_model_metadata"] is \
-        hermes.metadata.fetch_endpoint_model_metadata
+    changed = {name for name, value in vars(hermes.pricing).items() if before.get(name) is not value}
+    assert changed <= {"fetch_model_metadata", "fetch_endpoint_model_metadata", "resolve_billing_route"}
+    for name in ("fetch_model_metadata", "fetch_endpoint_model_metadata"):
+        assert getattr(hermes.pricing, name)._hermes_otel_original is getattr(hermes.metadata, name)
+    resolve = hermes.pricing.resolve_billing_route
+    assert resolve._hermes_otel_original.__module__ == "agent.usage_pricing"
+    assert resolve("gpt-4o", provider="openai") == resolve._hermes_otel_original("gpt-4o", provider="openai")
 
 
 # -- roll-ups ----------------------------------------------------------------------------------------------------
@@ -440,28 +436,38 @@ def test_turn_subagent_and_session_end_record_carry_their_totals(traced):
     assert counted == {("a", None): 0.25, ("b", None): 0.125, ("b", "leaf"): 0.125}
 
 
-def test_a_pricing_module_that_could_reach_the_network_unseen_is_not_used(hermes, monkeypatch, network, caplog):
-    """A Hermes whose pricing calls something we do not know (a new fetcher, an import inside a function) is not
-    run at all: costs are unknown, said once."""
+def test_an_unknown_hermes_release_is_not_priced_said_once(hermes, monkeypatch, network, caplog):
+    """A Hermes we have not read could fetch prices some new way: its pricing is not run at all (the version gate
+    in hermes_compat), costs are unknown, said once."""
     from hermes_otel._internal import log as _log
-    from hermes_otel.cost.pricing import _unsafe_names
+    from hermes_otel.capture import hermes_compat
 
-    assert _unsafe_names(hermes.pricing) == []  # 0.19.0's, as installed
-
-    def fetch_prices_somewhere():  # pragma: no cover - never called
-        import urllib.request  # noqa: F401
-
-    monkeypatch.setattr(hermes.pricing, "fetch_prices_somewhere", fetch_prices_somewhere, raising=False)
-    fetch_prices_somewhere.__module__ = hermes.pricing.__name__
-    assert _unsafe_names(hermes.pricing) == ["fetch_prices_somewhere (imports)"]
-    monkeypatch.delattr(hermes.pricing, "fetch_prices_somewhere")
-    monkeypatch.setattr(hermes.pricing, "get", __import__("urllib.request").request.urlopen, raising=False)
-    assert _unsafe_names(hermes.pricing) == ["get (urllib.request)"]
+    monkeypatch.setattr(hermes_compat, "installed_version", lambda: "0.20.0")
     _log.reset()
+    pricing = HermesPricing()
     with caplog.at_level("WARNING", logger="hermes_otel"):
-        price = HermesPricing().price("gpt-4o", openai_usage(), provider="openai")
-    assert price == Price(None, "unknown", reason="pricing_unavailable")
+        prices = [pricing.price("gpt-4o", openai_usage(), provider="openai") for _ in range(2)]
+    assert prices == [Price(None, "unknown", reason="pricing_unavailable")] * 2
     assert [r.getMessage() for r in caplog.records] == [
-        "hermes-otel: costs are unknown: this Hermes's pricing uses get (urllib.request), which hermes-otel cannot "
-        "keep from the network"]
+        "hermes-otel: costs are unknown: hermes-otel does not know how to keep this Hermes's pricing (0.20.0) from "
+        "the network; `hermes-otel doctor` says more"]
     assert network == []
+
+
+def test_the_cache_only_switch_is_this_threads_alone(hermes, network):
+    """While hermes-otel prices on one thread, Hermes's own calls on another still fetch as Hermes does."""
+    import threading
+
+    from hermes_otel.capture import hermes_compat
+
+    HermesPricing().price("gpt-4o", openai_usage(), provider="openai")  # the switch is in place
+    other: list = []
+    with hermes_compat.pricing_from_cache():
+        with pytest.raises(hermes_compat.NotCached):
+            hermes.pricing.fetch_endpoint_model_metadata(ENDPOINT)
+        assert network == []
+        worker = threading.Thread(target=lambda: other.append(hermes.pricing.fetch_endpoint_model_metadata(ENDPOINT)))
+        worker.start()
+        worker.join(30)
+    assert other == [{}]  # Hermes's own fetcher ran there, tried the network, was refused
+    assert any("192.0.2.10" in str(args) for _, args in network)

@@ -1,0 +1,127 @@
+"""Hermes's private surface in one place (issue 25, 2.3): only `capture/hermes_compat.py` touches Hermes's private
+names, it knows the Hermes releases we test, and `doctor` says which Hermes it does not know and which names it
+could not find. Explicit inputs (a version string, stand-in modules): no global state is changed."""
+
+from __future__ import annotations
+
+import ast
+import types
+from pathlib import Path
+
+import pytest
+
+from hermes_otel.capture import hermes_compat
+from hermes_otel.cli.main import compat_lines
+
+PACKAGE = Path(hermes_compat.__file__).resolve().parents[1]
+COMPAT = Path(hermes_compat.__file__).resolve()
+
+# Every private name of Hermes that hermes-otel reads, calls or rebinds (the issue's list, and pricing's caches).
+PRIVATE = frozenset({
+    "_manager", "_middleware", "_hooks", "_plugins", "_run_execution_chain", "_DownstreamExecutionError",
+    "_get_enabled_set", "_get_disabled_set", "_save_enabled_set", "_save_disabled_set",
+    "_model_metadata_cache", "_endpoint_model_metadata_cache", "_normalize_base_url", "_is_openrouter_base_url",
+    "_get_model_metadata_cache_path", "_load_model_metadata_disk_cache", "_build_call_kwargs",
+})
+REBOUND = frozenset({"threading", "fetch_model_metadata", "fetch_endpoint_model_metadata"})  # Hermes's, rebound
+PRIVATE_MODULES = ("agent.model_metadata", "hermes_cli.plugins_cmd")
+
+
+def touches(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+    """Where a module reads a Hermes private name (`x._manager`, `getattr(x, "_manager")`), imports a module
+    only the private names are taken from, or rebinds a Hermes module's attribute (`helpers.threading = ...`).
+    `self._hooks` and the like are our own objects' attributes."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id in (
+                "self", "cls")):
+            if node.attr in PRIVATE or (isinstance(node.ctx, ast.Store) and node.attr in REBOUND):
+                found.append(f"{where} .{node.attr}")
+        elif isinstance(node, ast.Constant) and node.value in PRIVATE | set(PRIVATE_MODULES):
+            found.append(f"{where} {node.value!r}")
+        elif isinstance(node, ast.ImportFrom) and node.module and (
+                node.module in PRIVATE_MODULES or any(a.name in PRIVATE for a in node.names)):
+            found.append(f"{where} from {node.module} import")
+    return found
+
+
+def test_only_the_compat_module_touches_hermes_private_names():
+    elsewhere = [hit for path in sorted(PACKAGE.rglob("*.py")) if path.resolve() != COMPAT for hit in touches(path)]
+    assert elsewhere == []
+    # The check sees every one of them where they are (so the empty list above means something).
+    seen = {hit.split(" ", 1)[1].strip(".'") for hit in touches(COMPAT)}
+    assert PRIVATE | {"threading", *PRIVATE_MODULES} <= seen
+
+
+def test_the_check_finds_these_names_in_the_old_shapes(tmp_path):
+    source = tmp_path / "old.py"
+    source.write_text("def f(ctx, manager, helpers, exc):\n"
+                      "    m = ctx._manager\n"
+                      "    hooks = getattr(manager, '_hooks', {})\n"
+                      "    helpers.threading = None\n"
+                      "    return type(exc).__name__ == '_DownstreamExecutionError'\n"
+                      "from hermes_cli import plugins_cmd\n"
+                      "plugins_cmd._get_enabled_set()\n")
+    hits = sorted(hit.split(" ", 1)[1] for hit in touches(source, tmp_path))
+    assert hits == ["'_DownstreamExecutionError'", "'_hooks'", "._get_enabled_set", "._manager", ".threading"]
+
+
+@pytest.mark.parametrize(("version", "known"), [
+    ("0.16.0", True), ("0.17.0", True), ("0.18.2", True), ("0.19.0", True), ("0.19.7", True),
+    ("0.15.9", False), ("0.20.0", False), ("1.0.0", False), (None, False),
+])
+def test_the_releases_we_know(version, known):
+    assert hermes_compat.known(version) is known
+
+
+def test_the_installed_hermes_is_known_and_has_every_name():
+    checked = hermes_compat.check()
+    assert checked == hermes_compat.Check("0.19.0", True, [])
+    assert compat_lines(checked) == [("ok", "every Hermes private name hermes-otel uses was found")]
+
+
+def test_doctor_says_which_names_a_hermes_lacks():
+    """A Hermes 0.19 whose chain runner and plugin-list helpers were renamed (stand-in modules)."""
+
+    def run(kind, callbacks, terminal):  # no nested _DownstreamExecutionError
+        return terminal()
+
+    modules = {"hermes_cli.middleware": types.SimpleNamespace(_run_chain=run),
+               "hermes_cli.plugins_cmd": types.SimpleNamespace(get_enabled=set)}
+    checked = hermes_compat.check("0.19.0", modules)
+    assert checked == hermes_compat.Check("0.19.0", True, [
+        "hermes_cli.middleware._run_execution_chain", "hermes_cli.middleware._run_execution_chain._DownstreamExecutionError",
+        "hermes_cli.plugins_cmd._get_enabled_set", "hermes_cli.plugins_cmd._get_disabled_set",
+        "hermes_cli.plugins_cmd._save_enabled_set", "hermes_cli.plugins_cmd._save_disabled_set"])
+    assert compat_lines(checked) == [("warn", (
+        "Hermes private names hermes-otel could not find: hermes_cli.middleware._run_execution_chain, "
+        "hermes_cli.middleware._run_execution_chain._DownstreamExecutionError, hermes_cli.plugins_cmd._get_enabled_set, "
+        "hermes_cli.plugins_cmd._get_disabled_set, hermes_cli.plugins_cmd._save_enabled_set, "
+        "hermes_cli.plugins_cmd._save_disabled_set (what needs them is off or falls back; capture/hermes_compat.py)"))]
+
+
+def test_doctor_says_when_it_does_not_know_the_release():
+    checked = hermes_compat.check("0.20.1")  # the installed 0.19.0's modules, under a version we have not read
+    assert checked == hermes_compat.Check("0.20.1", False, [])
+    assert compat_lines(checked) == [
+        ("warn", "hermes-agent 0.20.1 is a release hermes-otel does not know: costs are unknown (its pricing is not "
+                 "run); tracing uses what it finds"),
+        ("ok", "every Hermes private name hermes-otel uses was found")]
+
+
+def test_a_release_is_not_asked_for_names_it_never_had():
+    """0.16.0 has no middleware: its absence is no finding (stand-in modules without it)."""
+    modules = {"hermes_cli.middleware": None}
+    assert "hermes_cli.middleware._run_execution_chain" not in hermes_compat.check("0.16.0", modules).missing
+    assert "hermes_cli.middleware._run_execution_chain" in hermes_compat.check("0.17.0", modules).missing
+
+
+def test_downstream_error_is_recognised_by_name_and_shape():
+    class _DownstreamExecutionError(Exception):
+        def __init__(self, original):
+            self.original = original
+
+    assert hermes_compat.is_downstream_error(_DownstreamExecutionError(ValueError()))
+    assert not hermes_compat.is_downstream_error(ValueError())
+    assert not hermes_compat.is_downstream_error(type("_DownstreamExecutionError", (Exception,), {})())
