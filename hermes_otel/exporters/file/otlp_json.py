@@ -478,7 +478,10 @@ def _attribute_list(attributes: Mapping[Any, Any] | None) -> list[dict[str, Any]
     """KeyValues of ``attributes``, dropping (and logging) what protobuf would reject."""
     if not attributes:
         return []
-    items = attributes.items()
+    try:  # dict, mappingproxy and the SDK's BoundedAttributes copy into a plain dict in C: its items() are cheap,
+        items = attributes.copy().items()  # where a Mapping's items() call __iter__/__getitem__ in Python per key
+    except (AttributeError, TypeError):
+        items = attributes.items()
     key_values: list[dict[str, Any]] = []
     append = key_values.append
     for key, value in items:
