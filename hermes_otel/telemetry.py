@@ -220,8 +220,9 @@ class Telemetry:
         spooling = sys.modules.get(f"{__package__}.exporters.spool")  # loaded with the first OTLP endpoint
         if spooling is not None:  # every OTLP exporter its own deadline, all at once
             spooling.delivery.close_all(self.settings)
-        _side_by_side(self.tracer_provider.shutdown, self.logger_provider.shutdown,
-                      functools.partial(self.meter_provider.shutdown, timeout_millis=timeout_ms))
+        _side_by_side(self.tracer_provider.shutdown, self.logger_provider.shutdown)
+        # Metrics last: their final collection carries what the spans' and records' exporters dropped at the end.
+        safely(functools.partial(self.meter_provider.shutdown, timeout_millis=timeout_ms))
 
 
 def _side_by_side(*works: Any, flushing: bool = False) -> None:
