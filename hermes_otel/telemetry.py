@@ -19,6 +19,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Mapping
@@ -220,12 +221,14 @@ class Telemetry:
         spooling = sys.modules.get(f"{__package__}.exporters.spool")  # loaded with the first OTLP endpoint
         if spooling is not None:  # every OTLP exporter its own deadline, all at once
             spooling.delivery.close_all(self.settings)
-        _side_by_side(self.tracer_provider.shutdown, self.logger_provider.shutdown)
         # Metrics last: their final collection carries what the spans' and records' exporters dropped at the end.
+        # They wait for those at most half the budget (an endpoint that hangs with the spool off takes all of
+        # it), so the metrics' own files are written within it too.
+        _side_by_side(self.tracer_provider.shutdown, self.logger_provider.shutdown, wait_s=timeout_ms / 2000)
         safely(functools.partial(self.meter_provider.shutdown, timeout_millis=timeout_ms))
 
 
-def _side_by_side(*works: Any, flushing: bool = False) -> None:
+def _side_by_side(*works: Any, flushing: bool = False, wait_s: float | None = None) -> None:
     """The three providers at once: each one's files come first in it (an OTLP exporter now exports on the
     flushing thread), so no provider's files wait behind another's endpoint. A flush never tries an endpoint
     known to be failing (`flushing`: exporters/spool/delivery.py)."""
@@ -237,8 +240,9 @@ def _side_by_side(*works: Any, flushing: bool = False) -> None:
     threads = [threading.Thread(target=run, args=(work,), name="hermes-otel-flush", daemon=True) for work in works]
     for thread in threads:
         thread.start()
+    deadline = None if wait_s is None else time.monotonic() + wait_s
     for thread in threads:
-        thread.join()
+        thread.join(None if deadline is None else max(deadline - time.monotonic(), 0))
 
 
 def _within(timeout_s: float, work) -> bool:

@@ -120,7 +120,7 @@ def swap_http_threading(make_proxy: Callable[[types.ModuleType], Any]) -> bool:
     helpers = _module(HTTP_THREAD_MODULE)
     if helpers is None or getattr(helpers, "threading", None) is not threading:
         return False
-    helpers.threading = make_proxy(threading)
+    helpers.threading = make_proxy(threading)  # type: ignore[attr-defined]
     return True
 
 
@@ -128,7 +128,7 @@ def restore_http_threading(proxy_type: type) -> None:
     """Undo :func:`swap_http_threading` (when what is there is still our `proxy_type`)."""
     helpers = _module(HTTP_THREAD_MODULE)
     if helpers is not None and isinstance(getattr(helpers, "threading", None), proxy_type):
-        helpers.threading = threading
+        helpers.threading = threading  # type: ignore[attr-defined]
 
 
 # -- pricing: what Hermes has cached of the prices it fetches (agent.model_metadata) ----------------------------
@@ -211,7 +211,7 @@ def cache_only_pricing() -> types.ModuleType | None:
     resolve = getattr(resolve, "_hermes_otel_original", resolve)
     if not callable(resolve):
         return None
-    ours = {"fetch_model_metadata": lambda *a, **k: _openrouter_cached(metadata),
+    ours: dict[str, Callable[..., Any]] = {"fetch_model_metadata": lambda *a, **k: _openrouter_cached(metadata),
             "fetch_endpoint_model_metadata": lambda url, *a, **k: _endpoint_cached(metadata, url),
             # A pure function of its arguments (a frozen BillingRoute), called twice per price: its URL parsing
             # was most of what pricing cost.

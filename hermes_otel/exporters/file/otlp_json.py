@@ -479,7 +479,7 @@ def _attribute_list(attributes: Mapping[Any, Any] | None) -> list[dict[str, Any]
     if not attributes:
         return []
     try:  # dict, mappingproxy and the SDK's BoundedAttributes copy into a plain dict in C: its items() are cheap,
-        items = attributes.copy().items()  # where a Mapping's items() call __iter__/__getitem__ in Python per key
+        items = attributes.copy().items()  # type: ignore[attr-defined] # where a Mapping's items() call __iter__/__getitem__ in Python per key
     except (AttributeError, TypeError):
         items = attributes.items()
     key_values: list[dict[str, Any]] = []

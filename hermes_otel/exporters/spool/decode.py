@@ -87,12 +87,12 @@ def _decode(signal: str, request: Mapping[str, Any], done: int, paced: bool) -> 
     items = 0
     for rs in _list(request.get(level1)):
         resource = Resource(_attributes(_dict(rs.get("resource")).get("attributes")), _str(rs.get("schemaUrl")))
-        scopes = []
+        scopes: list[Any] = []
         for ss in _list(rs.get(level2)):
             s = _dict(ss.get("scope"))
             scope = InstrumentationScope(_str(s.get("name")) or "", _str(s.get("version")), _str(ss.get("schemaUrl")),
                                          _attributes(s.get("attributes")) or None)
-            members = []
+            members: list[Any] = []
             for member in _list(ss.get(level3)):
                 if signal == "traces":
                     members.append(_span(_dict(member), resource, scope))

@@ -86,7 +86,7 @@ class _Spooling:
     signal: str
     delivered: Any  # the SDK export result that means delivered
     encode: Callable[[Any], dict[str, Any]]  # a batch as one OTLP/JSON request (the spool's lines)
-    count: Callable[[Any], int]  # items in a batch
+    count: Callable[..., int]  # items in a batch
 
     def __init__(self, inner: Any, session: ExporterSession | None, endpoint: str, key: str, spool: Spool | None,
                  budget_s: float, owner: Any = None) -> None:
@@ -254,9 +254,9 @@ def metric_preferences(environ: Mapping[str, str] | None = None) -> tuple[dict[t
     env = os.environ if environ is None else environ
     preference = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "CUMULATIVE").strip().upper()
     delta = {"DELTA": (Counter, Histogram, ObservableCounter), "LOWMEMORY": (Counter, Histogram)}.get(preference, ())
-    temporality = {kind: AggregationTemporality.DELTA if kind in delta else AggregationTemporality.CUMULATIVE
-                   for kind in (Counter, UpDownCounter, Histogram, ObservableCounter, ObservableUpDownCounter,
-                                ObservableGauge)}
+    kinds = (Counter, UpDownCounter, Histogram, ObservableCounter, ObservableUpDownCounter, ObservableGauge)
+    temporality: dict[type, Any] = {
+        kind: AggregationTemporality.DELTA if kind in delta else AggregationTemporality.CUMULATIVE for kind in kinds}
     histogram = env.get("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "").strip().upper()
     aggregation = (ExponentialBucketHistogramAggregation() if histogram == "BASE2_EXPONENTIAL_BUCKET_HISTOGRAM"
                    else ExplicitBucketHistogramAggregation())
