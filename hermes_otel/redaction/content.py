@@ -22,7 +22,30 @@ REDACTED = "<redacted>"
 
 MODES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
 
-_SECRET_KEY = re.compile(
+
+class _Later:
+    """A regular expression compiled on its first use: compiling the ~30 below at import cost every start-up some
+    4 ms, and most never run in a process (a value pattern runs only when one of its needles is in the text)."""
+
+    __slots__ = ("_args", "_pattern")
+
+    def __init__(self, *args: Any) -> None:
+        self._args: tuple[Any, ...] = args
+        self._pattern: re.Pattern[str] | None = None
+
+    def _compiled(self) -> re.Pattern[str]:
+        if self._pattern is None:
+            self._pattern = re.compile(*self._args)
+        return self._pattern
+
+    def search(self, string: str) -> re.Match[str] | None:
+        return self._compiled().search(string)
+
+    def sub(self, repl: Any, string: str) -> str:
+        return self._compiled().sub(repl, string)
+
+
+_SECRET_KEY = _Later(
     r"(api[_-]?key|apikey|authorization|auth[_-]?token|access[_-]?token|refresh[_-]?token|id[_-]?token|"
     r"bearer|token|secret|passw(or)?d|passwd|pwd|cookie|set-cookie|credential|private[_-]?key|"
     r"access[_-]?key|session[_-]?key|client[_-]?secret|signature|passphrase|account[_-]?key|^auth$|^sig$|"
@@ -30,7 +53,7 @@ _SECRET_KEY = re.compile(
     re.IGNORECASE,
 )
 # Keys that contain a secret-looking word but are not secrets (token counts, ...).
-_NOT_SECRET_KEY = re.compile(r"(tokens?_?(count|used|usage)|_tokens$|^tokens$|max_tokens|token_type)", re.IGNORECASE)
+_NOT_SECRET_KEY = _Later(r"(tokens?_?(count|used|usage)|_tokens$|^tokens$|max_tokens|token_type)", re.IGNORECASE)
 
 # The start of a token: no letter or digit before it, or an escaped newline or tab: tool results are often JSON
 # text whose newlines are escaped, so a token right after `\n` starts fresh.
@@ -52,70 +75,70 @@ _VALUE = r"[^\s\"'&,;\\]+"
 
 # (needles, pattern, replacement): a pattern runs only when one of its needles is in the text (in lower case for
 # the case-insensitive ones), so ordinary text costs a few substring checks, not a dozen regex scans.
-_VALUE_PATTERNS: tuple[tuple[tuple[str, ...], bool, re.Pattern[str], Any], ...] = (
+_VALUE_PATTERNS: tuple[tuple[tuple[str, ...], bool, _Later, Any], ...] = (
     # PEM and PGP private key blocks (to the end of the text when the END line is missing).
     (("PRIVATE KEY",), False,
-     re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
+     _Later(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
                 r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)",
                 re.S), REDACTED),
-    (("bearer", "basic"), True, re.compile(r"(?i)" + _B + r"(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
+    (("bearer", "basic"), True, _Later(r"(?i)" + _B + r"(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
      r"\1 " + REDACTED),
-    (("eyJ",), False, re.compile(_B + r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED),  # JWT
-    (("sk-",), False, re.compile(_B + r"sk-[A-Za-z0-9_-]{16,}"), REDACTED),  # OpenAI / Anthropic style
-    (("AKIA", "ASIA", "ABIA", "ACCA"), False, re.compile(_B + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+    (("eyJ",), False, _Later(_B + r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), REDACTED),  # JWT
+    (("sk-",), False, _Later(_B + r"sk-[A-Za-z0-9_-]{16,}"), REDACTED),  # OpenAI / Anthropic style
+    (("AKIA", "ASIA", "ABIA", "ACCA"), False, _Later(_B + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
      REDACTED),  # AWS access key id
-    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False, re.compile(_B + r"gh[pousr]_[A-Za-z0-9]{30,}"), REDACTED),
-    (("github_pat_",), False, re.compile(_B + r"github_pat_[A-Za-z0-9_]{22,}"), REDACTED),  # GitHub fine-grained
-    (("glpat-",), False, re.compile(_B + r"glpat-[A-Za-z0-9_-]{20,}"), REDACTED),  # GitLab personal access token
-    (("hf_",), False, re.compile(_B + r"hf_[A-Za-z0-9]{30,}"), REDACTED),  # Hugging Face
-    (("xox",), False, re.compile(_B + r"xox[abprse]-[A-Za-z0-9-]{10,}"), REDACTED),  # Slack
-    (("AIza",), False, re.compile(_B + r"AIza[0-9A-Za-z_-]{35}"), REDACTED),  # Google API key
-    (("k_live_", "k_test_"), False, re.compile(_B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"), REDACTED),  # Stripe
-    (("whsec_",), False, re.compile(_B + r"whsec_[A-Za-z0-9+/=]{16,}"), REDACTED),  # Stripe webhook signing secret
-    (("SG.",), False, re.compile(_B + r"SG\.[A-Za-z0-9_-]{16,}(?:\.[A-Za-z0-9_-]{16,})?"), REDACTED),  # SendGrid
-    (("npm_",), False, re.compile(_B + r"npm_[A-Za-z0-9]{30,}"), REDACTED),  # npm access token
-    (("pypi-",), False, re.compile(_B + r"pypi-[A-Za-z0-9_-]{16,}"), REDACTED),  # PyPI API token
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False, _Later(_B + r"gh[pousr]_[A-Za-z0-9]{30,}"), REDACTED),
+    (("github_pat_",), False, _Later(_B + r"github_pat_[A-Za-z0-9_]{22,}"), REDACTED),  # GitHub fine-grained
+    (("glpat-",), False, _Later(_B + r"glpat-[A-Za-z0-9_-]{20,}"), REDACTED),  # GitLab personal access token
+    (("hf_",), False, _Later(_B + r"hf_[A-Za-z0-9]{30,}"), REDACTED),  # Hugging Face
+    (("xox",), False, _Later(_B + r"xox[abprse]-[A-Za-z0-9-]{10,}"), REDACTED),  # Slack
+    (("AIza",), False, _Later(_B + r"AIza[0-9A-Za-z_-]{35}"), REDACTED),  # Google API key
+    (("k_live_", "k_test_"), False, _Later(_B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"), REDACTED),  # Stripe
+    (("whsec_",), False, _Later(_B + r"whsec_[A-Za-z0-9+/=]{16,}"), REDACTED),  # Stripe webhook signing secret
+    (("SG.",), False, _Later(_B + r"SG\.[A-Za-z0-9_-]{16,}(?:\.[A-Za-z0-9_-]{16,})?"), REDACTED),  # SendGrid
+    (("npm_",), False, _Later(_B + r"npm_[A-Za-z0-9]{30,}"), REDACTED),  # npm access token
+    (("pypi-",), False, _Later(_B + r"pypi-[A-Za-z0-9_-]{16,}"), REDACTED),  # PyPI API token
     # Telegram bot token: `<bot id>:A<34 characters>`, often in a `/bot<token>/` URL (`:A` is a cheap gate).
-    ((":A",), False, re.compile(r"(?<![0-9])\d{8,10}:A[A-Za-z0-9_-]{33,}"), REDACTED),
+    ((":A",), False, _Later(r"(?<![0-9])\d{8,10}:A[A-Za-z0-9_-]{33,}"), REDACTED),
     # Webhook URLs: the path after the fixed prefix is the credential.
-    (("hooks.slack.com",), True, re.compile(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)[\w/-]+"),
+    (("hooks.slack.com",), True, _Later(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)[\w/-]+"),
      r"\1" + REDACTED),
-    (("/api/webhooks/",), True, re.compile(r"(?i)(discord(?:app)?\.com/api/webhooks/\d+/)[\w-]+"), r"\1" + REDACTED),
+    (("/api/webhooks/",), True, _Later(r"(?i)(discord(?:app)?\.com/api/webhooks/\d+/)[\w-]+"), r"\1" + REDACTED),
     # A shared access signature's `sig=` query parameter (Azure SAS).
-    (("sig=",), True, re.compile(r"(?i)([?&;]sig=)" + _VALUE), r"\1" + REDACTED),
+    (("sig=",), True, _Later(r"(?i)([?&;]sig=)" + _VALUE), r"\1" + REDACTED),
     # Authorization with any scheme (`Token`, `ApiKey`, `Digest` ...); a Digest's parameters to the end of the line.
     (("authorization",), True,
-     re.compile(r"(?i)(authorization(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?)(digest\s+)(?:[^\r\n\\]|\\(?![nrt]))+"),
+     _Later(r"(?i)(authorization(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?)(digest\s+)(?:[^\r\n\\]|\\(?![nrt]))+"),
      r"\1\2" + REDACTED),
     (("authorization",), True,
-     re.compile(r"(?i)(authorization(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?)(?:((?:" + _AUTH_SCHEMES + r")\s+)"
+     _Later(r"(?i)(authorization(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?)(?:((?:" + _AUTH_SCHEMES + r")\s+)"
                 r"(?!<redacted>)" + _VALUE + r"|[A-Za-z0-9._~+/=-]{16,})"),
      r"\1\2" + REDACTED),
     # A cookie header's whole value (every cookie of a session is a credential).
-    (("cookie",), True, re.compile(r"(?i)" + _B + r"((?:set-)?cookie\s*:\s*)(?:[^\r\n\"'\\]|\\(?![nrt\"']))+"),
+    (("cookie",), True, _Later(r"(?i)" + _B + r"((?:set-)?cookie\s*:\s*)(?:[^\r\n\"'\\]|\\(?![nrt\"']))+"),
      r"\1" + REDACTED),
     # Docker's config.json: `"auth": "<base64 user:password>"`.
-    (("auth",), True, re.compile(r"(?i)((?:\\*[\"'])auth(?:\\*[\"'])\s*:\s*(?:\\*[\"']))(?!<redacted>)([^\"'\\]+)"),
+    (("auth",), True, _Later(r"(?i)((?:\\*[\"'])auth(?:\\*[\"'])\s*:\s*(?:\\*[\"']))(?!<redacted>)([^\"'\\]+)"),
      r"\1" + REDACTED),
     # A command line's `--password X` / `--token=X`.
     (("--",), False,
-     re.compile(r"(?i)(?<![\w-])(--?(?:password|passwd|pass|passphrase|token|secret|api-key|apikey)(?:\s+|=))"
+     _Later(r"(?i)(?<![\w-])(--?(?:password|passwd|pass|passphrase|token|secret|api-key|apikey)(?:\s+|=))"
                 r"(?!<redacted>)(?!-)" + _VALUE), r"\1" + REDACTED),
     # user:password@ in a URL (the user may be empty, the password may hold a `/`); a long user alone
     # (`https://<token>@host`) is a token too.
-    (("@",), False, re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]*):([^@\s/?#]+(?:/[^@\s/?#]+)*)@"
+    (("@",), False, _Later(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]*):([^@\s/?#]+(?:/[^@\s/?#]+)*)@"
                                r"(?=[\w.\[\]-]+(?:[:/?#\s\"'\\]|$))"), r"\1\2:" + REDACTED + "@"),
-    (("@",), False, re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[A-Za-z0-9._~-]{16,}@"), r"\1" + REDACTED + "@"),
+    (("@",), False, _Later(r"(?i)\b([a-z][a-z0-9+.-]*://)[A-Za-z0-9._~-]{16,}@"), r"\1" + REDACTED + "@"),
     # name=value, name: value, "name": "value" where the name is a credential's (access_token, client_secret, ...);
     # quotes may be escaped (JSON text inside JSON). The lookahead is a cheap first-letter filter.
     (_CREDENTIAL_WORDS, True,
-     re.compile(r"(?i)(?=[aptsc])(" + _SECRET_WORD + r")"
+     _Later(r"(?i)(?=[aptsc])(" + _SECRET_WORD + r")"
                 r"((?:\\*[\"'])?\s*[=:]\s*(?:\\*[\"'])?)(?!<redacted>)([^\s\"'&,;\\]+)"),
      r"\1\2" + REDACTED),
 )
 # An AWS secret access key standing alone: 40 base64 characters mixing upper case, lower case and digits.
-_LONG_RUN = re.compile(r"[A-Za-z0-9/+]{40}")
-_AWS_SECRET = re.compile(_B.replace("A-Za-z0-9_", "A-Za-z0-9/+=") + r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_LONG_RUN = _Later(r"[A-Za-z0-9/+]{40}")
+_AWS_SECRET = _Later(_B.replace("A-Za-z0-9_", "A-Za-z0-9/+=") + r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 
 
 def _aws_secret(match: re.Match[str]) -> str:
