@@ -92,7 +92,7 @@ def plugin_cost() -> dict[str, Any]:
     runs = []
     for _ in range(RUNS):
         done = subprocess.run([sys.executable, "-c", _IN_PROCESS], capture_output=True, text=True, check=True,
-                              env={**os.environ, "PYTHONPATH": str(TREE)})
+                              env={**os.environ, "PYTHONPATH": str(TREE)}, cwd=TREE)  # `-c` puts the cwd first
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     modules = runs[-1]["modules"]
     by_top: dict[str, int] = {}
