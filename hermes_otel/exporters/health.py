@@ -132,7 +132,24 @@ class _CountQueueFull(logging.Filter):
         return False
 
 
-class OurBatchSpanProcessor(BatchSpanProcessor):
+class _SkipsFailingFlush:
+    """A flush (session finalize) never waits for an endpoint known to be failing. The SDK's flush takes the lock
+    its worker holds while exporting, and that worker tries a failing endpoint again now and then (up to the
+    export timeout): so the flush of such a processor is left out. What it holds is exported by the worker
+    (spooled, or dropped and counted), and each exporter has a processor of its own: the files still flush."""
+
+    def __init__(self, exporter: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(exporter, *args, **kwargs)  # type: ignore[call-arg]
+        endpoint = getattr(exporter, "endpoint", None)  # our spooling exporters' (and Relay's shaped ones')
+        self.endpoint: str | None = endpoint if isinstance(endpoint, str) else None
+
+    def force_flush(self, timeout_millis: int | None = 30000) -> bool:
+        if self.endpoint is not None and health.any_failing(frozenset((self.endpoint,))):
+            return False
+        return super().force_flush(timeout_millis)  # type: ignore[misc]
+
+
+class OurBatchSpanProcessor(_SkipsFailingFlush, BatchSpanProcessor):
     """The SDK's batch span processor, marking its `on_end` as ours for the queue-full count."""
 
     def on_end(self, span: Any) -> None:
@@ -143,7 +160,7 @@ class OurBatchSpanProcessor(BatchSpanProcessor):
             current.queueing = None
 
 
-class OurBatchLogRecordProcessor(BatchLogRecordProcessor):
+class OurBatchLogRecordProcessor(_SkipsFailingFlush, BatchLogRecordProcessor):
     """The SDK's batch log-record processor, marking its `on_emit` as ours for the queue-full count."""
 
     def on_emit(self, log_record: Any) -> None:

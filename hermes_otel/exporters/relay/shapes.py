@@ -96,6 +96,7 @@ class ShapedSpanExporter(SpanExporter):
         if endpoint_type not in TYPES:
             raise ValueError(f"endpoint type must be one of {', '.join(TYPES)}, not {endpoint_type!r}")
         self._inner = inner
+        self.endpoint = getattr(inner, "endpoint", None)  # the OTLP endpoint behind it, for flushes (health.py)
         self._type = endpoint_type
         self._resource = Resource(dict(resource)) if resource else None
         self._resources: dict[int, Resource] = {}
