@@ -229,9 +229,10 @@ class Telemetry:
 
 
 def _side_by_side(*works: Any, flushing: bool = False, wait_s: float | None = None) -> None:
-    """The three providers at once: each one's files come first in it (an OTLP exporter now exports on the
-    flushing thread), so no provider's files wait behind another's endpoint. A flush never tries an endpoint
-    known to be failing (`flushing`: exporters/spool/delivery.py)."""
+    """`works` (providers' flushes or shutdowns) at once, waited for at most `wait_s`: each provider's files come
+    first in it and an OTLP exporter exports on the calling thread, so no provider's files wait behind another's
+    endpoint. A flush never tries an endpoint known to be failing (`flushing`: exporters/spool/delivery.py; the
+    span and log processors leave such an endpoint out of a flush altogether: exporters/health.py)."""
 
     def run(work: Any) -> None:
         current.flushing = flushing
