@@ -16,12 +16,14 @@ on the caller's thread, so nothing submitted is lost.
 from __future__ import annotations
 
 import collections
+import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ._internal import log as _log
-from .exporters.health import health
+from .exporters.health import current, health
 
 
 class Inline:
@@ -76,11 +78,13 @@ class Emitter:
         self.submit(fn, *args)
 
     def drain(self, timeout_s: float | None = None) -> bool:
-        """Run everything submitted so far (on this thread if the worker is idle); False on timeout."""
+        """Run everything submitted so far (on this thread if the worker is idle); False on timeout. The work
+        waits for room in a full log queue of ours as on the records thread, but not past `timeout_s`."""
+        until = math.inf if timeout_s is None else time.monotonic() + max(timeout_s, 0.0)
         if not self._running.acquire(timeout=-1 if timeout_s is None else max(timeout_s, 0.0)):
             return False
         try:
-            self._run_all()
+            self._run_all(until)
         finally:
             self._running.release()
         return True
@@ -98,16 +102,22 @@ class Emitter:
             self._wake.wait()
             self._wake.clear()
             with self._running:
-                self._run_all()
+                self._run_all(math.inf)
 
-    def _run_all(self) -> None:
+    def _run_all(self, until: float) -> None:
+        """Run the queue; a log record emitted by this work into a full queue of ours waits for room, each wait
+        bounded by the export timeout and by `until` (exporters/health.py, `_Room`)."""
         pop = self._items.popleft
-        while True:
-            try:
-                fn, args = pop()
-            except IndexError:
-                return
-            _run(fn, args)
+        current.room_until = until
+        try:
+            while True:
+                try:
+                    fn, args = pop()
+                except IndexError:
+                    return
+                _run(fn, args)
+        finally:
+            current.room_until = None
 
     def _drop(self) -> None:
         self.dropped += 1

@@ -211,16 +211,20 @@ class Telemetry:
         return _within(timeout_s, self._shutdown_all)
 
     def _flush_all(self, timeout_ms: int) -> None:
-        self.emitter.drain(timeout_ms / 1000)
+        # The records' work waits for room in a full log queue of ours at most half the budget: the files'
+        # flush (first in each provider) gets the rest.
+        self.emitter.drain(timeout_ms / 2000)
         _side_by_side(functools.partial(self.tracer_provider.force_flush, timeout_ms),
                       functools.partial(self.logger_provider.force_flush, timeout_ms),
                       functools.partial(self.meter_provider.force_flush, timeout_ms), flushing=True)
 
     def _shutdown_all(self, timeout_ms: int) -> None:
-        self.emitter.shutdown(timeout_ms / 1000)
         spooling = sys.modules.get(f"{__package__}.exporters.spool")  # loaded with the first OTLP endpoint
         if spooling is not None:  # every OTLP exporter its own deadline, all at once
             spooling.delivery.close_all(self.settings)
+        # The records' last work waits for room in a full log queue of ours at most a quarter of the budget (the
+        # exporters, closed by their deadlines above, then spool or drop at once, so room comes soon).
+        self.emitter.shutdown(timeout_ms / 4000)
         # Metrics last: their final collection carries what the spans' and records' exporters dropped at the end.
         # They wait for those at most half the budget (an endpoint that hangs with the spool off takes all of
         # it), so the metrics' own files are written within it too.

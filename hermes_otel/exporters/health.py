@@ -21,6 +21,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
@@ -160,15 +161,91 @@ class OurBatchSpanProcessor(_SkipsFailingFlush, BatchSpanProcessor):
             current.queueing = None
 
 
+class _Room:
+    """Room in our log processor's queue, for our records thread to wait for instead of the SDK dropping the oldest.
+
+    The SDK's queue has no public length nor anything to wait on, but the processor and its exporter are both
+    ours: what `on_emit` handed in minus what `export` received (what the worker took out) is the queue's length,
+    counted here (plus a batch between the worker's pop and its export, a few microseconds). The count is capped at
+    the queue's size, as the queue is: at a full queue the SDK drops one for each one added. So a miscount errs
+    low (toward the SDK's counted drop), never toward a wait with nothing in the queue to wait for."""
+
+    def __init__(self, size: int | None, timeout_s: float, failing: Callable[[], bool]) -> None:
+        self._held = 0
+        self._failing = failing  # whether the exporter's endpoint is known to be failing: it spools, no wait
+        self._size = size  # None: unknown (the SDK's default from the environment), never waited for
+        self._timeout_s = timeout_s
+        self._changed = threading.Condition(threading.Lock())
+        self._closed = False
+
+    def add(self) -> None:
+        """One item goes in. On a thread of ours that may wait (`current.room_until`, a monotonic deadline: the
+        records thread's work), first wait for room: at most the export timeout, never past that deadline or the
+        processor's shutdown, nor while the endpoint is known to be failing (its exports spool at once, but a
+        collector that hangs holds the worker's probe of it up to the export timeout every few seconds). Any other
+        thread (the agent's) never waits: the SDK drops its oldest, counted."""
+        until = getattr(current, "room_until", None)
+        with self._changed:
+            if self._size is None:
+                return
+            if until is not None and self._held >= self._size and not self._closed and not self._failing():
+                wait_s = min(self._timeout_s, until - time.monotonic())
+                if wait_s > 0:
+                    self._changed.wait_for(lambda: self._held < self._size or self._closed,  # type: ignore[operator]
+                                           wait_s)
+            self._held = min(self._held + 1, self._size)
+
+    def taken(self, count: int) -> None:
+        with self._changed:
+            self._held = max(self._held - count, 0)
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+
+class _Counted:
+    """Our exporter as our processor sees it: each batch the worker hands it made room in the queue."""
+
+    def __init__(self, inner: Any, room: _Room) -> None:
+        self.inner, self.room = inner, room
+        self.shutdown = inner.shutdown  # the SDK passes a timeout when the exporter's own shutdown takes one
+
+    def export(self, batch: Any) -> Any:
+        self.room.taken(len(batch))
+        return self.inner.export(batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 class OurBatchLogRecordProcessor(_SkipsFailingFlush, BatchLogRecordProcessor):
-    """The SDK's batch log-record processor, marking its `on_emit` as ours for the queue-full count."""
+    """The SDK's batch log-record processor, marking its `on_emit` as ours for the queue-full count; our records
+    thread waits for room in its full queue (:class:`_Room`) where any other thread's record drops the oldest."""
+
+    def __init__(self, exporter: Any, schedule_delay_millis: float | None = None,
+                 max_export_batch_size: int | None = None, export_timeout_millis: float | None = None,
+                 max_queue_size: int | None = None, **kwargs: Any) -> None:
+        self._room = _Room(max_queue_size, (export_timeout_millis or 10_000) / 1000, self._failing)
+        super().__init__(_Counted(exporter, self._room), schedule_delay_millis, max_export_batch_size,
+                         export_timeout_millis, max_queue_size, **kwargs)
+
+    def _failing(self) -> bool:
+        return self.endpoint is not None and health.any_failing(frozenset((self.endpoint,)))
 
     def on_emit(self, log_record: Any) -> None:
+        self._room.add()
         current.queueing = "logs"
         try:
             super().on_emit(log_record)
         finally:
             current.queueing = None
+
+    def shutdown(self) -> None:
+        self._room.close()  # no wait for room after shutdown: the SDK ignores what comes now
+        super().shutdown()
 
 
 # The SDK's message and logger for a drop at a full batch queue (a contract test holds us to them).

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+import time
 
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import LogRecordExporter
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -127,3 +129,137 @@ def test_importing_the_plugin_changes_no_logger_but_its_own():
              "print(sorted(n for n, f in filters().items() if f != before.get(n)))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "['hermes_otel', 'hermes_otel.middleware']"
+
+
+class Slow(LogRecordExporter):
+    """A healthy exporter slower than the records thread: a few ms per batch, and what it received, in order."""
+
+    def __init__(self) -> None:
+        self.bodies: list[str] = []
+
+    def export(self, batch):
+        time.sleep(0.003)
+        self.bodies += [record.log_record.body for record in batch]
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def test_the_records_thread_waits_for_room_in_a_full_log_queue_instead_of_dropping():
+    """The records thread emits far more than the log processor's queue holds, faster than a healthy exporter
+    drains it: it waits for the worker's export to take a batch, so every record arrives once, in order."""
+    health_module.install_log_filter()
+    slow = Slow()
+    logs = LoggerProvider()
+    logs.add_log_record_processor(OurBatchLogRecordProcessor(slow, max_queue_size=8, max_export_batch_size=4,
+                                                             schedule_delay_millis=1, export_timeout_millis=10_000))
+    logger = logs.get_logger("t")
+    emitter = Emitter()
+    before = health.dropped["logs"]
+    for n in range(300):
+        emitter.submit(functools.partial(logger.emit, body=f"r{n}"))
+    assert emitter.drain(30)
+    logs.force_flush()
+    assert slow.bodies == [f"r{n}" for n in range(300)]
+    assert health.dropped["logs"] == before
+    emitter.shutdown(1)
+    logs.shutdown()
+
+
+class Gated(Slow):
+    """Holds its first export until released (a collector that does not answer yet)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def export(self, batch):
+        self.release.wait(30)
+        return super().export(batch)
+
+
+def test_a_record_from_any_other_thread_never_waits_for_room():
+    """While the records thread waits for room, an agent thread's records (Hermes's own log lines when not
+    handed to the records thread) go in at once: the SDK drops its oldest, each drop counted, as before."""
+    health_module.install_log_filter()
+    gated = Gated()
+    logs = LoggerProvider()
+    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
+                                                             schedule_delay_millis=1, export_timeout_millis=60_000))
+    logger = logs.get_logger("t")
+    emitter = Emitter()
+    for n in range(20):
+        emitter.submit(functools.partial(logger.emit, body=f"r{n}"))
+    # r0, r1 are in the held export, r2..r5 fill the queue, the records thread waits with r6 (for up to 60 s).
+    for _ in range(500):
+        if len(emitter) == 13:
+            break
+        time.sleep(0.01)
+    assert len(emitter) == 13
+    before = health.dropped["logs"]
+    agent = threading.Thread(target=lambda: [logger.emit(body=f"a{n}") for n in range(50)])
+    agent.start()
+    agent.join(10)
+    assert not agent.is_alive()  # it did not wait
+    assert health.dropped["logs"] - before == 50  # r2..r5 and a0..a45: the oldest, dropped and counted
+    assert len(emitter) == 13  # the records thread still waits
+    gated.release.set()
+    assert emitter.drain(30)
+    logs.force_flush()
+    assert gated.bodies == ["r0", "r1", "a46", "a47", "a48", "a49", *(f"r{n}" for n in range(6, 20))]
+    assert health.dropped["logs"] - before == 50
+    emitter.shutdown(1)
+    logs.shutdown()
+
+
+def test_the_records_thread_stops_waiting_for_room_when_the_processor_shuts_down():
+    gated = Gated()
+    logs = LoggerProvider()
+    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
+                                                             schedule_delay_millis=1, export_timeout_millis=60_000))
+    logger = logs.get_logger("t")
+    emitter = Emitter()
+    for n in range(20):
+        emitter.submit(functools.partial(logger.emit, body=f"r{n}"))
+    for _ in range(500):
+        if len(emitter) == 13:  # waiting for room with r6, the export held (as above)
+            break
+        time.sleep(0.01)
+    assert len(emitter) == 13
+    closing = threading.Thread(target=logs.shutdown)  # it waits for the held export; the records thread does not
+    closing.start()
+    assert emitter.drain(10)  # the rest went to the shut-down processor, which ignores it
+    assert closing.is_alive()
+    gated.release.set()
+    closing.join(30)
+    assert gated.bodies[:2] == ["r0", "r1"] and "r19" not in gated.bodies
+    emitter.shutdown(1)
+
+
+def test_the_records_thread_does_not_wait_for_room_behind_an_endpoint_known_to_be_failing():
+    """A failing endpoint's exports spool at once; only the worker's probe of it can hang (up to the export
+    timeout, every few seconds): the records thread does not wait behind it, the SDK drops and counts."""
+    health_module.install_log_filter()
+    gated = Gated()
+    gated.endpoint = "http://127.0.0.1:9/v1/logs"
+    logs = LoggerProvider()
+    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
+                                                             schedule_delay_millis=1, export_timeout_millis=60_000))
+    logger = logs.get_logger("t")
+    health.failure("logs", gated.endpoint, "connection refused")
+    emitter = Emitter()
+    before = health.dropped["logs"]
+    try:
+        for n in range(20):
+            emitter.submit(functools.partial(logger.emit, body=f"r{n}"))
+        assert emitter.drain(10)
+        assert 14 <= health.dropped["logs"] - before <= 16  # 4 in the queue (and 2 in the export once it began)
+    finally:
+        health.success(gated.endpoint)
+        gated.release.set()
+        emitter.shutdown(1)
+        logs.shutdown()
