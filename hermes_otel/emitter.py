@@ -11,6 +11,11 @@ The queue is bounded: past `limit` items new records and measurements are refuse
 `hermes.otel.exporter.dropped{hermes.otel.signal="logs"}` and reported once, while work that ends a
 span (`submit_end`) runs at once on the caller's thread instead. After shutdown, work runs at once
 on the caller's thread, so nothing submitted is lost.
+
+This thread's work (and a drain's) may wait: a log record emitted into one of our log processors whose queue is
+full waits for the processor's thread to take a batch, at most the export timeout per wait
+(exporters/health.py, `_Room`). So a healthy collector slower than the agent costs no record; the agent's thread,
+which only hands work over, never waits.
 """
 
 from __future__ import annotations
