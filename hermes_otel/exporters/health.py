@@ -17,9 +17,11 @@ per attempt. Around our exports (exporters/spool/delivery.py) we instead:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import urllib.parse
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -177,6 +179,13 @@ class _Room:
         self._timeout_s = timeout_s
         self._changed = threading.Condition(threading.Lock())
         self._closed = False
+        if hasattr(os, "register_at_fork"):  # a forked child: the SDK empties the queue, and a lock may be held
+            forget = weakref.WeakMethod(self._forget)
+            os.register_at_fork(after_in_child=lambda: (method := forget()) is not None and method())
+
+    def _forget(self) -> None:
+        self._held = 0
+        self._changed = threading.Condition(threading.Lock())
 
     def add(self) -> None:
         """One item goes in. On a thread of ours that may wait (`current.room_until`, a monotonic deadline: the

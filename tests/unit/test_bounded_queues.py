@@ -263,3 +263,27 @@ def test_the_records_thread_does_not_wait_for_room_behind_an_endpoint_known_to_b
         gated.release.set()
         emitter.shutdown(1)
         logs.shutdown()
+
+
+def test_a_forked_child_starts_with_an_empty_count():
+    import os
+
+    gated = Gated()
+    logs = LoggerProvider()
+    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
+                                                             schedule_delay_millis=60_000,
+                                                             export_timeout_millis=60_000))
+    logger = logs.get_logger("t")
+    for n in range(4):
+        logger.emit(body=f"p{n}")  # the queue is full (the worker sleeps 60 s)
+    pid = os.fork()
+    if pid == 0:  # the child: the SDK emptied its queue, so the records thread's work does not wait for room
+        emitter, done = Emitter(), threading.Event()
+        for n in range(3):
+            emitter.submit(functools.partial(logger.emit, body=f"c{n}"))
+        emitter.submit(done.set)
+        os._exit(0 if done.wait(20) else 1)  # a stale count would hold it the export timeout (60 s)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    gated.release.set()
+    logs.shutdown()
