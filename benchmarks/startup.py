@@ -1,7 +1,7 @@
 """`make bench`, the start-up part: what the plugin adds to every one-shot `hermes chat -q` run.
 
 * wall: real `hermes chat -q` runs (a tool call and an answer, against the scripted local model), the plugin
-  disabled and enabled (files only; an OTLP endpoint that answers; a dead one), run in turn A B C D A B C D ...
+  disabled and enabled at its defaults (files only; an OTLP endpoint that answers; a dead one), run in turn A B C D A B C D ...
   so that the machine's drift falls on every configuration alike; the median of BENCH_STARTUP_RUNS runs each and
   its difference from the disabled runs (the budget: at most +100 ms in every configuration);
 * in-process: the CPU time of importing the plugin, of `register` and of its exit, in a fresh interpreter that
@@ -35,7 +35,7 @@ BUDGET_MS = 100.0
 def one_shot_runs() -> list[dict[str, Any]]:
     from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
     from tests.harness.fault_servers import refused_endpoint
-    from tests.harness.hermes import clean_env, hermes_chat, write_home
+    from tests.harness.hermes import QUIET_DEFAULTS, clean_env, hermes_chat, write_home
     from tests.harness.otlp_receiver import OTLPReceiver
 
     def script() -> list[Reply]:
@@ -54,7 +54,10 @@ def one_shot_runs() -> list[dict[str, Any]]:
             for n, (label, (enabled, extra)) in enumerate(cases.items()):
                 home = write_home(Path(tmp) / f"home-{n}-{run}", llm.base_url, enable=enabled)
                 llm.push(*script())
-                done = hermes_chat("say hi", env=clean_env(home, PYTHONPATH=str(TREE), **extra))
+                env = clean_env(home, PYTHONPATH=str(TREE), **extra)
+                for quiet in QUIET_DEFAULTS:  # the plugin at its defaults, as a user runs it (HTTP client spans on)
+                    env.pop(quiet)
+                done = hermes_chat("say hi", env=env)
                 if done.returncode != 0:
                     raise SystemExit(f"{label}: hermes chat failed:\n{done.stdout}\n{done.stderr}")
                 if run:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hermes_otel import semconv as sc
+from hermes_otel.capture import http_client
 from hermes_otel.capture import logs as hermes_logs
 from hermes_otel.capture.bridge import (
     CONTENT_KEYS,
@@ -74,11 +75,15 @@ ATTRIBUTES: dict[str, str] = {
     sc.TOOL_NAME: "Tool name.",
     sc.TOOL_CALL_ID: "Tool call id from the model's reply.",
     sc.TOOL_TYPE: "Always `function` for Hermes tools.",
-    sc.SERVER_ADDRESS: "Host of the provider's base URL.",
-    sc.SERVER_PORT: "Port of the provider's base URL.",
+    sc.SERVER_ADDRESS: "Host of the provider's base URL (of the request's URL on HTTP client spans).",
+    sc.SERVER_PORT: "Port of the provider's base URL (of the request's URL on HTTP client spans).",
     sc.ERROR_TYPE: "Exception class name, or the tool status (`error`, `blocked`, `cancelled`) "
-                   "/ Hermes's `error_type`.",
-    sc.HTTP_STATUS: "HTTP status of a failed provider call, when the error carries one.",
+                   "/ Hermes's `error_type`; on HTTP client spans, the status code of a 4xx/5xx response.",
+    sc.HTTP_STATUS: "HTTP status of a failed provider call, when the error carries one; the response's status on "
+                    "HTTP client spans.",
+    http_client.METHOD: "HTTP method of the request (`_OTHER` for a method the conventions do not know).",
+    http_client.URL: "The request's URL, with user info and credential-named query values masked.",
+    http_client.PROTOCOL_VERSION: "HTTP version of the response (`1.1`, `2`).",
     sc.TURN_ID: "Hermes turn id (`{session_id}:{task_id}:{8hex}`).",
     sc.TASK_ID: "Hermes task id.",
     sc.PLATFORM: "Hermes platform (`cli`, gateway platform name, ...).",
@@ -219,6 +224,17 @@ SPANS: tuple[SpanDoc, ...] = (
          sc.SUBAGENT_DURATION_MS, sc.SUBAGENT_CHILD_SESSION, sc.SUBAGENT_ID, sc.CONVERSATION_ID, cost.SUBAGENT_COST,
          cost.SUBAGENT_COST_STATUS),
     ),
+)
+
+HTTP_CLIENT_SPAN = SpanDoc(
+    "{http.request.method}",
+    "CLIENT",
+    "With `http.client_spans` (on by default): each request Hermes's model or MCP clients send with `httpx` under "
+    "one of our spans (scope `hermes_otel.http_client`, stable HTTP client conventions), under the span that made "
+    "it; the request carries it in `traceparent` (the `OTEL_PROPAGATORS` format), so an instrumented model server "
+    "continues the trace ([backends](backends.md#traces-that-continue-into-model-and-mcp-servers)). ERROR on an "
+    "exception or a 4xx/5xx response. A request outside our spans gets neither span nor header.",
+    http_client.ATTRIBUTES,
 )
 
 _LAYER_ATTRS = (mw.KIND, mw.PLUGIN, mw.CALLBACK, mw.INDEX, mw.OUTCOME, mw.PAYLOAD_CHANGED, mw.CHANGED_KEYS,
@@ -397,19 +413,9 @@ def telemetry_markdown() -> str:
         "## Spans",
         "",
     ]
-    for span in (*SPANS, *MIDDLEWARE_SPANS):
+    for span in (*SPANS, *MIDDLEWARE_SPANS, HTTP_CLIENT_SPAN):
         out += [f"### `{span.name}` ({span.kind})", "", span.description, ""]
         out += _table((a, ATTRIBUTES[a]) for a in span.attributes) + [""]
-    out += [
-        "### HTTP client spans",
-        "",
-        "With `http.client_spans` (on by default), each request Hermes's model or MCP clients send under one of "
-        "our spans is also a CLIENT span of the contrib instrumentation (scope "
-        "`opentelemetry.instrumentation.httpx`, its own HTTP names: `POST`, `http.method`, `http.url` with keys in "
-        "the query masked, `http.status_code`), under the span that made it, and the request carries it in "
-        "`traceparent` ([backends](backends.md#traces-that-continue-into-model-and-mcp-servers)).",
-        "",
-    ]
     out += ["## Span events", ""]
     for name, (description, attrs) in EVENTS.items():
         out += [f"### `{name}`", "", description, ""]

@@ -1,9 +1,11 @@
-"""HTTP client spans for the requests under our spans, with W3C `traceparent` injected, so a model server (an
-instrumented LiteLLM proxy, vLLM or NIM) or an MCP server over HTTP continues the trace.
+"""HTTP client spans for the requests under our spans, with the context injected (W3C `traceparent` by default),
+so a model server (an instrumented LiteLLM proxy, vLLM or NIM) or an MCP server over HTTP continues the trace.
 
-Hermes's model clients (the `openai` and `anthropic` SDKs) and the MCP SDK's HTTP transports send with `httpx`;
-the contrib `HTTPXClientInstrumentor` makes the spans. It is given our tracer provider (never the global one), behind
-two rules of ours:
+Hermes's model clients (the `openai` and `anthropic` SDKs) and the MCP SDK's HTTP transports send with `httpx`, and
+every request passes `HTTPTransport.handle_request` (or its async twin): we wrap those two (wrapt), as the contrib
+`opentelemetry-instrumentation-httpx` does. Not that package itself: importing it (with `packaging` and its semconv
+tables) cost about 40 ms of every `hermes chat` start-up, and its default names are the deprecated HTTP ones. Ours
+are the stable HTTP client conventions, on our tracer provider (never the global one), behind two rules:
 
 * a request outside any span (Hermes's background fetches of model metadata, a tool's own downloads) gets no span
   and no header: only requests made under a span continue a trace (the provider request thread Hermes starts carries
@@ -11,118 +13,167 @@ two rules of ours:
 * the provider is the live one, looked up per request: a configuration reload, `http.client_spans = false` or
   telemetry off take effect at once, and nothing is left pointing at retired providers.
 
-Never a second span for one request: when someone else instrumented `httpx` first (an application embedding
-Hermes), we stand down and theirs makes the span. Query values that carry a key (`?key=` of Gemini-style APIs, and
-every credential-named parameter) are masked in `url.full`.
+Never a second span for one request: when someone else wrapped the transports first (an application embedding
+Hermes, with the contrib instrumentation), we stand down and theirs makes the span; a suppressed-instrumentation
+context passes the request through. Query values that carry a key (`?key=` of Gemini-style APIs, and every
+credential-named parameter) and user info are masked in `url.full`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.metrics import NoOpMeterProvider
+import wrapt
+from opentelemetry import propagate, trace
+from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled, unwrap
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._internal import log as _log
 from ..redaction.masking import MASK, mask_url
+from ..semconv import ERROR_TYPE, HTTP_STATUS, SCHEMA_URL, SERVER_ADDRESS, SERVER_PORT
+from ..version import __version__
 
 ProviderSource = Callable[[], "trace.TracerProvider | None"]
-_URL_ATTRS = ("url.full", "http.url")
+SCOPE = "hermes_otel.http_client"
+METHOD = "http.request.method"
+URL = "url.full"
+PROTOCOL_VERSION = "network.protocol.version"
+ATTRIBUTES = (METHOD, URL, SERVER_ADDRESS, SERVER_PORT, HTTP_STATUS, PROTOCOL_VERSION, ERROR_TYPE)
+_KNOWN_METHODS = frozenset(("CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE"))
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 _KEY_PARAM = re.compile(r"([?&;](?:key|api-key|apikey|access_token|sig|signature)=)[^&;#]*", re.IGNORECASE)
+_TARGETS = (("HTTPTransport", "handle_request"), ("AsyncHTTPTransport", "handle_async_request"))
 
-_installed = False  # by us (the instrumentor is a process-wide singleton)
-
-
-class _LiveTracer(trace.Tracer):
-    """The live provider's tracer, for requests under a span only (else the invalid span: no span, no header)."""
-
-    def __init__(self, source: ProviderSource, name: str, version: str | None, schema_url: str | None) -> None:
-        self._source = source
-        self._args = (name, version, schema_url)
-        self._cached: tuple[Any, trace.Tracer] | None = None
-
-    def _tracer(self) -> trace.Tracer | None:
-        provider = self._source()
-        if provider is None:
-            return None
-        cached = self._cached
-        if cached is None or cached[0] is not provider:
-            cached = self._cached = (provider, provider.get_tracer(*self._args))
-        return cached[1]
-
-    def start_span(self, name: str, context: Any = None, *args: Any, **kwargs: Any) -> trace.Span:
-        tracer = self._tracer()
-        if tracer is None or not trace.get_current_span(context).get_span_context().is_valid:
-            return trace.INVALID_SPAN
-        return tracer.start_span(name, context, *args, **kwargs)
-
-    @contextlib.contextmanager
-    def start_as_current_span(  # type: ignore[override]
-            self, name: str, context: Any = None, *args: Any, end_on_exit: bool = True,
-            **kwargs: Any) -> Iterator[trace.Span]:
-        span = self.start_span(name, context, *args, **kwargs)
-        with trace.use_span(span, end_on_exit=end_on_exit) as current:
-            yield current
-
-
-class _LiveProvider(trace.TracerProvider):
-    def __init__(self, source: ProviderSource) -> None:
-        self._source = source
-
-    def get_tracer(self, instrumenting_module_name: str, instrumenting_library_version: str | None = None,
-                   schema_url: str | None = None, attributes: Any = None) -> trace.Tracer:
-        return _LiveTracer(self._source, instrumenting_module_name, instrumenting_library_version, schema_url)
+_installed: list[Any] = []  # our wrappers, while they are in place (once per process)
+_cached: tuple[Any, trace.Tracer] | None = None  # (provider, its tracer)
 
 
 def masked_url(url: str) -> str:
     return _KEY_PARAM.sub(lambda m: m.group(1) + MASK, mask_url(url))
 
 
-def _mask_request_url(span: Any, request: Any) -> None:
-    attributes = getattr(span, "attributes", None) or {}
-    for key in _URL_ATTRS:
-        value = attributes.get(key)
-        if isinstance(value, str):
-            masked = masked_url(value)
-            if masked != value:
-                span.set_attribute(key, masked)
+def _tracer(source: ProviderSource) -> trace.Tracer | None:
+    """The live provider's tracer, for a request under a valid span only."""
+    global _cached
+    if not trace.get_current_span().get_span_context().is_valid or not is_http_instrumentation_enabled():
+        return None
+    provider = source()
+    if provider is None:
+        return None
+    cached = _cached
+    if cached is None or cached[0] is not provider:
+        cached = _cached = (provider, provider.get_tracer(SCOPE, __version__, schema_url=SCHEMA_URL))
+    return cached[1]
 
 
-async def _mask_request_url_async(span: Any, request: Any) -> None:
-    _mask_request_url(span, request)
+def request_attributes(request: Any) -> tuple[str, dict[str, Any]]:
+    """The span name and attributes of an `httpx.Request` (stable HTTP client conventions)."""
+    method = request.method.upper()
+    known = method in _KNOWN_METHODS
+    url = request.url
+    attributes: dict[str, Any] = {METHOD: method if known else "_OTHER", URL: masked_url(str(url))}
+    if url.host:
+        attributes[SERVER_ADDRESS] = url.host
+    port = url.port or _DEFAULT_PORTS.get(url.scheme)
+    if port:
+        attributes[SERVER_PORT] = port
+    return (method if known else "HTTP"), attributes
+
+
+def _respond(span: trace.Span, response: Any) -> None:
+    status = response.status_code
+    version = getattr(response, "http_version", "")
+    attributes: dict[str, Any] = {HTTP_STATUS: status}
+    if isinstance(version, str) and version.startswith("HTTP/"):
+        attributes[PROTOCOL_VERSION] = version[5:]
+    if status >= 400:  # a client span's error: any 4xx or 5xx
+        attributes[ERROR_TYPE] = str(status)
+        span.set_status(Status(StatusCode.ERROR))
+    span.set_attributes(attributes)
+
+
+def _failed(span: trace.Span, exc: BaseException) -> None:
+    span.set_attribute(ERROR_TYPE, type(exc).__qualname__)
+    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+
+
+def _start(source: ProviderSource, request: Any) -> trace.Span | None:
+    try:
+        tracer = _tracer(source)
+        if tracer is None:
+            return None
+        name, attributes = request_attributes(request)
+        return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+    except Exception as exc:  # noqa: BLE001 - the request goes out whatever happens here
+        _log.once("http-client-spans:start", "hermes-otel: no HTTP client span (%s: %s)", type(exc).__name__, exc)
+        return None
+
+
+def _wrapper(source: ProviderSource, is_async: bool) -> Callable[..., Any]:
+    def handle(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        request = args[0] if args else kwargs.get("request")
+        span = _start(source, request)
+        if span is None:
+            return wrapped(*args, **kwargs)
+        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+            propagate.inject(request.headers)
+            try:
+                response = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                _failed(span, exc)
+                raise
+            _respond(span, response)
+            return response
+
+    async def handle_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        request = args[0] if args else kwargs.get("request")
+        span = _start(source, request)
+        if span is None:
+            return await wrapped(*args, **kwargs)
+        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+            propagate.inject(request.headers)
+            try:
+                response = await wrapped(*args, **kwargs)
+            except BaseException as exc:
+                _failed(span, exc)
+                raise
+            _respond(span, response)
+            return response
+
+    return handle_async if is_async else handle
 
 
 def instrument(source: ProviderSource) -> str:
     """Put HTTP client spans in place (once per process): `instrumented`, `other` (someone else's instrumentation
-    makes them), or `unavailable` (the contrib package or httpx is missing)."""
-    global _installed
+    makes them), or `unavailable` (httpx is missing)."""
+    if _installed:
+        return "instrumented"
     try:
-        from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-    except Exception:  # noqa: BLE001 - not installed: no HTTP client spans, said once
-        _log.once("http-client-spans", "hermes-otel: opentelemetry-instrumentation-httpx is not installed: no HTTP "
-                  "client spans, and model servers do not continue our traces")
+        import httpx
+    except ImportError:
         return "unavailable"
-    instrumentor = HTTPXClientInstrumentor()
-    if instrumentor.is_instrumented_by_opentelemetry:
-        return "instrumented" if _installed else "other"
-    instrumentor.instrument(tracer_provider=_LiveProvider(source), meter_provider=NoOpMeterProvider(),
-                            request_hook=_mask_request_url, async_request_hook=_mask_request_url_async,
-                            skip_dep_check=True)
-    _installed = instrumentor.is_instrumented_by_opentelemetry
-    return "instrumented" if _installed else "unavailable"
+    if any(hasattr(vars(getattr(httpx, owner))[method], "__wrapped__") for owner, method in _TARGETS):
+        return "other"
+    for owner, method in _TARGETS:
+        wrapt.wrap_function_wrapper(httpx, f"{owner}.{method}", _wrapper(source, method.endswith("async_request")))
+        _installed.append(vars(getattr(httpx, owner))[method])
+    return "instrumented"
 
 
 def release() -> None:
-    """Take our instrumentation out (the setting or telemetry turned off): httpx is as it was, free for others."""
-    global _installed
+    """Take our wrappers out (the setting or telemetry turned off): httpx is as it was, free for others. A wrapper
+    someone put over ours stays (unwrapping ours would take theirs), and ours stays under it, passing requests on
+    untraced (no provider)."""
+    global _cached
     if not _installed:
         return
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    import httpx
 
-    instrumentor = HTTPXClientInstrumentor()
-    if instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.uninstrument()
-    _installed = False
+    for owner, method in _TARGETS:
+        cls = getattr(httpx, owner)
+        if any(vars(cls)[method] is ours for ours in _installed):
+            unwrap(cls, method)
+    _installed.clear()
+    _cached = None

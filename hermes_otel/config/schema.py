@@ -259,8 +259,8 @@ FIELDS: tuple[Field, ...] = (
           "doctor` asks it whether the Collector is ready. Empty: the doctor tries port 13133 on the OTLP endpoint's "
           "host and says what it found.", env="HERMES_OTEL_COLLECTOR_HEALTH_CHECK", attr="collector_health_check"),
     Field("http.client_spans", bool, True,
-          "An HTTP client span (contrib httpx instrumentation, our providers) for each request Hermes's model and "
-          "MCP clients send under one of our spans, with W3C `traceparent` injected: an instrumented model server "
+          "An HTTP client span (stable HTTP conventions) for each request Hermes's model and MCP clients send "
+          "with httpx under one of our spans, with W3C `traceparent` injected: an instrumented model server "
           "(LiteLLM proxy, vLLM, NIM) or MCP server continues the trace. Requests outside our spans get neither. "
           "Stands down when the application instrumented httpx itself (never two spans for one request).",
           env="HERMES_OTEL_HTTP_CLIENT_SPANS", attr="http_client_spans"),

@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from docsgen import catalog
+from hermes_otel.capture import http_client
 
-HTTP_CLIENT_SCOPE = "opentelemetry.instrumentation.httpx"
+HOST_HTTP_SCOPE = "opentelemetry.instrumentation.httpx"  # a host's own (contrib) instrumentation, in some tests
 _SDK_RESOURCE = {"telemetry.sdk.name", "telemetry.sdk.language", "telemetry.sdk.version"}
 
 
 def _doc_for(span) -> catalog.SpanDoc:
+    if getattr(span, "scope_name", "") == http_client.SCOPE:
+        return catalog.HTTP_CLIENT_SPAN
     if span.attributes.get("hermes.middleware.terminal"):
         return catalog.MIDDLEWARE_SPANS[1]
     if "hermes.middleware.outcome" in span.attributes:
@@ -41,7 +44,7 @@ def assert_documented(spans: Sequence, metrics: Sequence = (), logs: Sequence = 
             numeric = key.startswith("hermes.") and isinstance(value, (bool, int, float))
             assert key in strings or key in extra or numeric, key
     for span in spans:
-        if getattr(span, "scope_name", "") == HTTP_CLIENT_SCOPE:  # the contrib httpx instrumentation's own names
+        if getattr(span, "scope_name", "") == HOST_HTTP_SCOPE:  # not ours: the contrib instrumentation's own names
             assert span.kind == "CLIENT", span
             continue
         doc = _doc_for(span)

@@ -542,3 +542,22 @@ def test_doctor_says_what_the_spool_holds_and_what_it_cannot_do(tmp_path: Path) 
     (blocked / "otel" / "spool").write_text("")  # a file where the spool directory should be
     (level, text), = doctor_lines(load_settings({**env, "HERMES_HOME": str(blocked)}).settings)
     assert level == "fail" and "is not a directory" in text and "will be dropped" in text
+
+
+def test_at_exit_a_failed_attempt_is_spooled_at_once_not_retried(tmp_path: Path, monkeypatch) -> None:
+    """The first contact with a dead collector is often the exit's own export (a one-shot `hermes chat -q`): with the
+    spool on, its failed attempt is spooled at once instead of sleeping the SDK's retry backoff until the close
+    deadline (which is set far away here, so only the change can end the export)."""
+    monkeypatch.setattr(delivery, "SPOOL_WAIT_S", 60.0)
+    spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+    with FaultServer("status", status=503) as unavailable:
+        url = f"{unavailable.endpoint}/v1/traces"
+        exporter = otlp_traces(url, spool, timeout=60)
+        delivery.close_all(exporter.owner)
+        exported = threading.Thread(target=exporter.export, args=(spans(3),), daemon=True)
+        exported.start()
+        exported.join(20)  # the SDK's backoff alone is 1 s, 2 s, 4 s ... up to the 60 s timeout
+        assert not exported.is_alive()
+        assert unavailable.count() == 1  # one attempt
+    assert spooled_spans(spool) == [3]
+    assert health.dropped_at[url] == 0

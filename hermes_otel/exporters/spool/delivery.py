@@ -71,6 +71,8 @@ def close_all(owner: Any) -> None:
         return
     now = time.monotonic()
     deadlines = sorted(((e.close_deadline(now), id(e), e) for e in closing), key=lambda d: d[:2])
+    for exporter in closing:
+        exporter.exit_pending = True
 
     def interrupt() -> None:
         for at, _, exporter in deadlines:
@@ -93,6 +95,7 @@ class _Spooling:
         self.inner, self.session, self.endpoint, self.key, self.spool = inner, session, endpoint, key, spool
         self.budget_s, self.owner = budget_s, owner
         self.closing = False
+        self.exit_pending = False  # the pipeline is shutting down (close_all)
         if spool is not None:
             health.spooled_to[endpoint] = str(spool.directory)
         else:
@@ -127,9 +130,13 @@ class _Spooling:
         return False
 
     def report(self, record: logging.LogRecord) -> None:
-        """A warning of the SDK exporter inside our export: one health report (none for what closing caused)."""
+        """A warning of the SDK exporter inside our export: one health report (none for what closing caused). At exit
+        with a spool, a failed attempt is not retried: the SDK logs this just before its retry backoff (a second or
+        more, which the close deadline would cut anyway), and the batch is spooled now, to be re-sent next run."""
         if not self.closing:
             health.failure(self.signal, self.endpoint, short_reason(record.getMessage()))
+        if self.exit_pending and self.spool is not None:
+            self.interrupt()
 
     @property
     def _endpoints(self) -> frozenset[str]:
