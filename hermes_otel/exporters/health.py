@@ -179,6 +179,7 @@ class _Room:
         self._timeout_s = timeout_s
         self._changed = threading.Condition(threading.Lock())
         self._closed = False
+        self._stalled = False  # a wait timed out: no other until the worker's export takes a batch
         if hasattr(os, "register_at_fork"):  # a forked child: the SDK empties the queue, and a lock may be held
             forget = weakref.WeakMethod(self._forget)
             os.register_at_fork(after_in_child=lambda: (method := forget()) is not None and method())
@@ -189,7 +190,8 @@ class _Room:
 
     def add(self) -> None:
         """One item goes in. On a thread of ours that may wait (`current.room_until`, a monotonic deadline: the
-        records thread's work), first wait for room: at most the export timeout, never past that deadline or the
+        records thread's work), first wait for room: at most the export timeout once per batch the worker takes
+        (an export that hangs past it costs one wait, not one per record), never past that deadline or the
         processor's shutdown, nor while the endpoint is known to be failing (its exports spool at once, but a
         collector that hangs holds the worker's probe of it up to the export timeout every few seconds). Any other
         thread (the agent's) never waits: the SDK drops its oldest, counted."""
@@ -197,16 +199,18 @@ class _Room:
         with self._changed:
             if self._size is None:
                 return
-            if until is not None and self._held >= self._size and not self._closed and not self._failing():
+            if (until is not None and self._held >= self._size and not self._closed and not self._stalled
+                    and not self._failing()):
                 wait_s = min(self._timeout_s, until - time.monotonic())
                 if wait_s > 0:
-                    self._changed.wait_for(lambda: self._held < self._size or self._closed,  # type: ignore[operator]
-                                           wait_s)
+                    self._stalled = not self._changed.wait_for(
+                        lambda: self._held < self._size or self._closed, wait_s)  # type: ignore[operator]
             self._held = min(self._held + 1, self._size)
 
     def taken(self, count: int) -> None:
         with self._changed:
             self._held = max(self._held - count, 0)
+            self._stalled = False
             self._changed.notify_all()
 
     def close(self) -> None:

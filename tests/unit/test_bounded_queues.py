@@ -287,3 +287,24 @@ def test_a_forked_child_starts_with_an_empty_count():
     assert os.waitstatus_to_exitcode(status) == 0
     gated.release.set()
     logs.shutdown()
+
+
+def test_an_export_that_hangs_past_the_export_timeout_costs_the_records_thread_one_wait():
+    """Each wait for room is bounded by the export timeout (1 s here), and one that timed out is not repeated for
+    every record until the worker takes the next batch: the rest drop at once, counted."""
+    health_module.install_log_filter()
+    gated = Gated()
+    logs = LoggerProvider()
+    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
+                                                             schedule_delay_millis=1, export_timeout_millis=1000))
+    logger = logs.get_logger("t")
+    emitter, done = Emitter(), threading.Event()
+    before = health.dropped["logs"]
+    for n in range(20):
+        emitter.submit(functools.partial(logger.emit, body=f"r{n}"))
+    emitter.submit(done.set)
+    assert done.wait(10)  # 14 waits of 1 s each would take 14 s
+    assert 14 <= health.dropped["logs"] - before <= 16
+    gated.release.set()
+    emitter.shutdown(1)
+    logs.shutdown()
