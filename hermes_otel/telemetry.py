@@ -51,7 +51,7 @@ from opentelemetry.sdk.trace.sampling import (
 
 from ._internal import log as _log
 from ._internal.safety import safely
-from .config import OTLPTarget, Settings, presets
+from .config import OTLPTarget, Settings
 from .emitter import Emitter, Inline
 from .exporters.file.exporter import (
     JsonFileLogExporter,
@@ -90,6 +90,12 @@ def hermes_version() -> str | None:
         return installed("hermes-agent")
     except Exception:  # noqa: BLE001 - Hermes may be absent (CLI tools, tests)
         return None
+
+
+def _flavour(backend: str) -> str:
+    from .config import presets
+
+    return presets.flavour(backend)
 
 
 def build_resource(settings: Settings) -> Resource:
@@ -291,7 +297,7 @@ def _exporters(signal: str, settings: Settings, writers: dict[str, RotatingJsonL
         target = settings.otlp[signal]
         try:
             exporter = _otlp_exporter(signal, target, settings)
-            if signal == "traces" and presets.flavour(settings.backend) == "openinference":
+            if signal == "traces" and settings.backend and _flavour(settings.backend) == "openinference":
                 from .exporters.relay.shapes import ShapedSpanExporter
 
                 exporter = ShapedSpanExporter(exporter, "openinference")  # what the preset's backend reads

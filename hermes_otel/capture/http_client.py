@@ -113,7 +113,7 @@ def _start(source: ProviderSource, request: Any) -> trace.Span | None:
 
 def _wrapper(source: ProviderSource, is_async: bool) -> Callable[..., Any]:
     def handle(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        request = args[0] if args else kwargs.get("request")
+        request = args[0] if args else kwargs["request"]
         span = _start(source, request)
         if span is None:
             return wrapped(*args, **kwargs)
@@ -128,7 +128,7 @@ def _wrapper(source: ProviderSource, is_async: bool) -> Callable[..., Any]:
             return response
 
     async def handle_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        request = args[0] if args else kwargs.get("request")
+        request = args[0] if args else kwargs["request"]
         span = _start(source, request)
         if span is None:
             return await wrapped(*args, **kwargs)

@@ -16,21 +16,17 @@ and defaults alone; the plugin reports them in one message.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..redaction.masking import mask_url, remember_url
-from . import presets
 from .env import from_env
 from .files import MAX_CONFIG_BYTES, TRUSTED, Unreadable, Untrusted, read_regular, size_text
 from .headers import parse_pairs, resolve
 from .problems import Problem, check, describe, shown, unknown_key
-from .relay import FileSinkConfig, RelayEndpoint, StreamSinkConfig
-from .relay import validate as validate_observability
 from .schema import (
     COMPONENT_KIND,
     FIELDS,
@@ -41,6 +37,9 @@ from .schema import (
     SECTIONS,
 )
 from .targets import SIGNALS, OTLPTarget, signal_url, url_problem
+
+if TYPE_CHECKING:
+    from .relay import FileSinkConfig, RelayEndpoint, StreamSinkConfig
 
 __all__ = [
     "FileSinkConfig",
@@ -156,6 +155,15 @@ class LoadResult:
         return "hermes-otel configuration: " + "; ".join(shown_problems) + f" ({tail}; {KEYS_HINT})"
 
 
+def __getattr__(name: str) -> Any:
+    """The Relay sink and endpoint types, from config/relay.py (loaded on first use: most runs configure no Relay)."""
+    if name in ("FileSinkConfig", "StreamSinkConfig", "RelayEndpoint"):
+        from . import relay
+
+        return getattr(relay, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def hermes_home(env: Mapping[str, str]) -> Path:
     home = env.get("HERMES_HOME", "").strip()
     return _expand(home) if home else Path.home() / ".hermes"
@@ -195,7 +203,10 @@ def load_settings(env: Mapping[str, str] | None = None, path: Path | None = None
     env_values, env_problems = from_env(env)
     problems.extend(env_problems)
     values.update(env_values)
-    problems.extend(presets.apply(values, env))  # a backend preset fills in what is not set explicitly
+    if values.get("backend"):  # a backend preset fills in what is not set explicitly
+        from . import presets
+
+        problems.extend(presets.apply(values, env))
     settings = _build(values, env, source=str(path) if path and applied else None)
     return LoadResult(settings, tuple(problems), path)
 
@@ -205,6 +216,8 @@ def read_component(path: Path, env: Mapping[str, str] | None = None) -> tuple[di
     src = str(path)
     if src == os.devnull:  # "no file", explicitly
         return {}, []
+    import tomllib  # only with a file to read
+
     try:
         text = read_regular(path, MAX_CONFIG_BYTES, trusted=True).decode("utf-8")
         doc = tomllib.loads(text)
@@ -259,6 +272,8 @@ def validate_document(
                 continue
             values.update(_validate_ours(comp, where, src, problems, report, env))
         elif kind == "observability":
+            from .relay import validate as validate_observability  # NeMo Relay's schema, when its component is there
+
             values.update(validate_observability(comp, where, src, problems, report, env))
         elif kind in RELAY_COMPONENT_KINDS:
             if comp.get("enabled", True) is not False:

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import presets
-
 COMPONENT_KIND = "hermes_otel"
 
 # Component kinds NeMo Relay defines. We recognise them so that a document
@@ -90,12 +88,17 @@ def _days_to_s(value: float) -> float:
     return float(value) * 86400.0
 
 
+# The backend presets' names (config/presets.py holds their tables, loaded only when one is chosen; a test holds the
+# two to the same names).
+PRESET_NAMES = ("phoenix", "arize", "langfuse", "langsmith", "mlflow", "weave", "opik", "honeycomb", "datadog",
+                "grafana-cloud", "signoz", "uptrace", "jaeger", "tempo", "collector")
+
 FIELDS: tuple[Field, ...] = (
     Field("backend", str, "",
           "A backend preset: the endpoint, protocol, auth headers (from the vendor's own environment variables), "
           "resource attributes and attribute flavour of that backend (see the backends page). Explicit `otlp.*` "
           "settings and `OTEL_EXPORTER_OTLP_*` variables win, key by key.", env="HERMES_OTEL_BACKEND",
-          choices=presets.NAMES, attr="backend"),
+          choices=PRESET_NAMES, attr="backend"),
     Field("service_name", str, "hermes-agent", "`service.name` of the resource.", env="OTEL_SERVICE_NAME",
           attr="service_name"),
     Field("resource_attributes", dict, {}, "Extra resource attributes (string values).",

@@ -1,7 +1,8 @@
 """Issue 29: what loading the plugin imports, in a real Hermes plugin discovery. Every `hermes chat` run pays for
 each module at start-up, so the plugin imports only what its configuration needs: never the CLI, the viewer, the
 docs generators, NeMo Relay or Prometheus support unless configured, gRPC only for `grpc`, the spool only with an
-OTLP endpoint, protobuf not for files."""
+OTLP endpoint (its decoder only with something to re-send), protobuf not for files, the backend presets' tables only
+when one is chosen, a TOML parser only with a plugins.toml, and no `packaging` (the contrib instrumentations')."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.hermes import clean_env, write_home
+from tests.harness.hermes import QUIET_DEFAULTS, clean_env, write_home
 
 pytestmark = pytest.mark.hermes
 
@@ -23,9 +24,11 @@ discover_plugins()
 print(json.dumps(sorted(sys.modules)))
 """
 
-NEVER = ("hermes_otel.cli", "hermes_otel.local", "hermes_otel.tab", "docsgen", "hermes_otel.exporters.relay", "hermes_otel.exporters.prometheus",
-         "opentelemetry.exporter.prometheus", "prometheus_client", "opentelemetry.instrumentation.instrumentor",
-         "packaging", "hermes_otel.capture.instrumentor")
+NEVER = ("hermes_otel.cli", "hermes_otel.local", "hermes_otel.tab", "docsgen", "hermes_otel.exporters.relay",
+         "hermes_otel.exporters.prometheus", "opentelemetry.exporter.prometheus", "prometheus_client",
+         "opentelemetry.instrumentation.instrumentor", "opentelemetry.instrumentation.httpx", "packaging",
+         "hermes_otel.capture.instrumentor", "hermes_otel.config.presets", "hermes_otel.config.relay", "tomllib",
+         "hermes_otel.exporters.spool.decode")
 
 
 def _added(tmp_path: Path, **env: str) -> set[str]:
@@ -33,8 +36,11 @@ def _added(tmp_path: Path, **env: str) -> set[str]:
     seen = {}
     for state in ("off", "on"):
         home = write_home(tmp_path / state, "http://127.0.0.1:9/v1", enable=state == "on")
-        done = subprocess.run([sys.executable, "-c", _PROBE], env=clean_env(home, **env), capture_output=True,
-                              text=True, timeout=120)
+        environment = clean_env(home, **env)
+        for quiet in QUIET_DEFAULTS:  # the plugin at its defaults (HTTP client spans and Hermes's log lines on)
+            environment.pop(quiet)
+        done = subprocess.run([sys.executable, "-c", _PROBE], env=environment, capture_output=True, text=True,
+                              timeout=120)
         assert done.returncode == 0, done.stderr[-3000:]
         seen[state] = set(json.loads(done.stdout.strip().splitlines()[-1]))
     assert "hermes_otel.plugin" in seen["on"] and not _matching(seen["off"], ("hermes_otel",))

@@ -138,3 +138,9 @@ def test_missing_vendor_variables_are_said_without_secrets():
     assert [p.key for p in problems] == ["", "Authorization"]
     _, problems = settings_for(HERMES_OTEL_BACKEND="no-such-backend")
     assert [p.source for p in problems] == ["HERMES_OTEL_BACKEND"]
+
+
+def test_the_schema_names_every_preset_without_loading_their_tables():
+    from hermes_otel.config.schema import PRESET_NAMES
+
+    assert PRESET_NAMES == presets.NAMES

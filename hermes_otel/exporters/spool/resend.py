@@ -32,7 +32,6 @@ from typing import Any
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
 from ..health import current, health, install_log_filter, short_reason
-from .decode import pieces
 from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
 
 # Our own generator: the sender thread never moves the process-wide `random` state under someone else.
@@ -90,6 +89,8 @@ def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, exporters: E
     requests = Requests(entry.path, fd)
     sent = rejected = items = bad = 0
     refusal = ""
+    from .decode import pieces  # with something to send (most starts find the spool empty)
+
     for batch, count, skipped in pieces(entry.signal, requests, paced=paced):
         bad += skipped
         if batch is None:
