@@ -182,15 +182,23 @@ class Gated(Slow):
         return super().export(batch)
 
 
+def _held(*, endpoint: str | None = None, schedule_delay_millis: int = 1, export_timeout_millis: int = 60_000):
+    """Our log processor (queue 4, batches of 2) over a `Gated` exporter: (exporter, provider, logger)."""
+    gated = Gated()
+    if endpoint is not None:
+        gated.endpoint = endpoint
+    logs = LoggerProvider()
+    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
+                                                             schedule_delay_millis=schedule_delay_millis,
+                                                             export_timeout_millis=export_timeout_millis))
+    return gated, logs, logs.get_logger("t")
+
+
 def test_a_record_from_any_other_thread_never_waits_for_room():
     """While the records thread waits for room, an agent thread's records (Hermes's own log lines when not
     handed to the records thread) go in at once: the SDK drops its oldest, each drop counted, as before."""
     health_module.install_log_filter()
-    gated = Gated()
-    logs = LoggerProvider()
-    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
-                                                             schedule_delay_millis=1, export_timeout_millis=60_000))
-    logger = logs.get_logger("t")
+    gated, logs, logger = _held()
     emitter = Emitter()
     for n in range(20):
         emitter.submit(functools.partial(logger.emit, body=f"r{n}"))
@@ -217,11 +225,7 @@ def test_a_record_from_any_other_thread_never_waits_for_room():
 
 
 def test_the_records_thread_stops_waiting_for_room_when_the_processor_shuts_down():
-    gated = Gated()
-    logs = LoggerProvider()
-    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
-                                                             schedule_delay_millis=1, export_timeout_millis=60_000))
-    logger = logs.get_logger("t")
+    gated, logs, logger = _held()
     emitter = Emitter()
     for n in range(20):
         emitter.submit(functools.partial(logger.emit, body=f"r{n}"))
@@ -244,12 +248,7 @@ def test_the_records_thread_does_not_wait_for_room_behind_an_endpoint_known_to_b
     """A failing endpoint's exports spool at once; only the worker's probe of it can hang (up to the export
     timeout, every few seconds): the records thread does not wait behind it, the SDK drops and counts."""
     health_module.install_log_filter()
-    gated = Gated()
-    gated.endpoint = "http://127.0.0.1:9/v1/logs"
-    logs = LoggerProvider()
-    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
-                                                             schedule_delay_millis=1, export_timeout_millis=60_000))
-    logger = logs.get_logger("t")
+    gated, logs, logger = _held(endpoint="http://127.0.0.1:9/v1/logs")
     health.failure("logs", gated.endpoint, "connection refused")
     emitter = Emitter()
     before = health.dropped["logs"]
@@ -268,12 +267,7 @@ def test_the_records_thread_does_not_wait_for_room_behind_an_endpoint_known_to_b
 def test_a_forked_child_starts_with_an_empty_count():
     import os
 
-    gated = Gated()
-    logs = LoggerProvider()
-    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
-                                                             schedule_delay_millis=60_000,
-                                                             export_timeout_millis=60_000))
-    logger = logs.get_logger("t")
+    gated, logs, logger = _held(schedule_delay_millis=60_000)
     for n in range(4):
         logger.emit(body=f"p{n}")  # the queue is full (the worker sleeps 60 s)
     pid = os.fork()
@@ -293,11 +287,7 @@ def test_an_export_that_hangs_past_the_export_timeout_costs_the_records_thread_o
     """Each wait for room is bounded by the export timeout (1 s here), and one that timed out is not repeated for
     every record until the worker takes the next batch: the rest drop at once, counted."""
     health_module.install_log_filter()
-    gated = Gated()
-    logs = LoggerProvider()
-    logs.add_log_record_processor(OurBatchLogRecordProcessor(gated, max_queue_size=4, max_export_batch_size=2,
-                                                             schedule_delay_millis=1, export_timeout_millis=1000))
-    logger = logs.get_logger("t")
+    gated, logs, logger = _held(export_timeout_millis=1000)
     emitter, done = Emitter(), threading.Event()
     before = health.dropped["logs"]
     for n in range(20):
