@@ -1,0 +1,94 @@
+"""Our HTTP client spans (capture/http_client.py) on httpx's real transport, against real local sockets: the stable
+HTTP client names, ERROR for a 4xx/5xx answer and for a request that never got one, nothing outside a span, and
+httpx as it was after `release()`."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from hermes_otel.capture import http_client
+from tests.harness.fault_servers import FaultServer, refused_endpoint
+
+
+@pytest.fixture
+def traced():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    http_client.release()  # whatever an earlier test left: ours, on this test's provider
+    assert http_client.instrument(lambda: provider) == "instrumented"
+    yield provider, exporter
+    http_client.release()
+
+
+def _client_spans(exporter):
+    return [s for s in exporter.get_finished_spans() if s.name != "turn"]
+
+
+def test_an_error_status_is_an_error_span_with_the_stable_names(traced):
+    provider, exporter = traced
+    with FaultServer("status", status=503) as server, httpx.Client() as client:
+        with provider.get_tracer("t").start_as_current_span("turn") as turn:
+            assert client.post(f"{server.endpoint}/v1/chat?api_key=sk-secret", content=b"{}").status_code == 503
+    (span,) = _client_spans(exporter)
+    assert (span.name, span.kind.name, span.status.status_code.name) == ("POST", "CLIENT", "ERROR")
+    assert span.parent.span_id == turn.get_span_context().span_id
+    assert span.instrumentation_scope.name == "hermes_otel.http_client"
+    assert dict(span.attributes) == {
+        "http.request.method": "POST", "url.full": f"{server.endpoint}/v1/chat?api_key=****",
+        "server.address": "127.0.0.1", "server.port": server.port, "http.response.status_code": 503,
+        "network.protocol.version": "1.1", "error.type": "503"}
+
+
+def test_a_request_that_gets_no_answer_is_an_error_span_named_by_its_exception(traced):
+    provider, exporter = traced
+    url = refused_endpoint()
+    with httpx.Client() as client, provider.get_tracer("t").start_as_current_span("turn"):
+        with pytest.raises(httpx.ConnectError):
+            client.get(url)
+    (span,) = _client_spans(exporter)
+    assert (span.name, span.status.status_code.name, span.attributes["error.type"]) == ("GET", "ERROR", "ConnectError")
+    assert "http.response.status_code" not in span.attributes
+
+
+def test_outside_a_span_there_is_no_span_and_release_leaves_httpx_as_it_was(traced):
+    _, exporter = traced
+    with FaultServer("status", status=200) as server, httpx.Client() as client:
+        assert client.get(server.endpoint).status_code == 200
+    assert exporter.get_finished_spans() == ()
+    http_client.release()
+    assert not hasattr(vars(httpx.HTTPTransport)["handle_request"], "__wrapped__")
+    assert not hasattr(vars(httpx.AsyncHTTPTransport)["handle_async_request"], "__wrapped__")
+
+
+def test_someone_elses_wrapper_first_means_we_stand_down():
+    import wrapt
+
+    http_client.release()
+    wrapt.wrap_function_wrapper(httpx, "HTTPTransport.handle_request", lambda wrapped, _, a, k: wrapped(*a, **k))
+    try:
+        assert http_client.instrument(lambda: None) == "other"
+    finally:
+        from opentelemetry.instrumentation.utils import unwrap
+
+        unwrap(httpx.HTTPTransport, "handle_request")
+
+
+def test_the_async_transport_makes_the_same_span(traced):
+    import asyncio
+
+    provider, exporter = traced
+
+    async def request(url: str) -> int:
+        async with httpx.AsyncClient() as client:
+            return (await client.put(url, content=b"x")).status_code
+
+    with FaultServer("status", status=404) as server, provider.get_tracer("t").start_as_current_span("turn"):
+        assert asyncio.run(request(f"{server.endpoint}/x")) == 404
+    (span,) = _client_spans(exporter)
+    assert (span.name, span.status.status_code.name) == ("PUT", "ERROR")
+    assert (span.attributes["http.response.status_code"], span.attributes["error.type"]) == (404, "404")
