@@ -21,8 +21,9 @@ credential-named parameter) and user info are masked in `url.full`.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import wrapt
@@ -111,36 +112,38 @@ def _start(source: ProviderSource, request: Any) -> trace.Span | None:
         return None
 
 
+@contextlib.contextmanager
+def _in_span(span: trace.Span, request: Any) -> Iterator[None]:
+    """The request's span current, its context in the request's headers, and an exception recorded as its error."""
+    with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+        propagate.inject(request.headers)
+        try:
+            yield
+        except BaseException as exc:
+            _failed(span, exc)
+            raise
+
+
 def _wrapper(source: ProviderSource, is_async: bool) -> Callable[..., Any]:
     def handle(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
         request = args[0] if args else kwargs["request"]
         span = _start(source, request)
         if span is None:
             return wrapped(*args, **kwargs)
-        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-            propagate.inject(request.headers)
-            try:
-                response = wrapped(*args, **kwargs)
-            except BaseException as exc:
-                _failed(span, exc)
-                raise
+        with _in_span(span, request):
+            response = wrapped(*args, **kwargs)
             _respond(span, response)
-            return response
+        return response
 
     async def handle_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
         request = args[0] if args else kwargs["request"]
         span = _start(source, request)
         if span is None:
             return await wrapped(*args, **kwargs)
-        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-            propagate.inject(request.headers)
-            try:
-                response = await wrapped(*args, **kwargs)
-            except BaseException as exc:
-                _failed(span, exc)
-                raise
+        with _in_span(span, request):
+            response = await wrapped(*args, **kwargs)
             _respond(span, response)
-            return response
+        return response
 
     return handle_async if is_async else handle
 
