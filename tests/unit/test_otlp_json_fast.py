@@ -9,6 +9,7 @@ Run this file directly for a rough timing of both paths:
 
 from __future__ import annotations
 
+import base64
 import enum
 import json
 import logging
@@ -42,7 +43,32 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
-from hermes_otel.exporters.file.otlp_json import _to_otlp_json, encode_logs_json, encode_spans_json
+from hermes_otel.exporters.file.otlp_json import encode_logs_json, encode_spans_json
+
+_ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})  # bytes ids in spans, links, logs, exemplars
+_OPAQUE_KEYS = frozenset({"attributes", "body", "filteredAttributes"})  # AnyValue subtrees never hold ids
+
+
+def _to_otlp_json(message: Any) -> dict[str, Any]:
+    """A protobuf message as OTLP/JSON: lowerCamelCase names, integer enums, hex ids."""
+    from google.protobuf.json_format import MessageToDict
+
+    obj = MessageToDict(message, preserving_proto_field_name=False, use_integers_for_enums=True)
+    _ids_to_hex(obj)
+    return obj
+
+
+def _ids_to_hex(node: Any) -> None:
+    """Rewrite base64 id fields as hex, in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _ID_KEYS and isinstance(value, str):
+                node[key] = base64.b64decode(value).hex()
+            elif key not in _OPAQUE_KEYS and isinstance(value, (dict, list)):
+                _ids_to_hex(value)
+    elif isinstance(node, list):
+        for item in node:
+            _ids_to_hex(item)
 
 
 def _encode_spans_json_reference(spans):
@@ -651,9 +677,11 @@ def _metrics(record: Callable[[Any], None], *, exemplars: bool = True):
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics._internal.exemplar import AlwaysOffExemplarFilter, AlwaysOnExemplarFilter
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
 
     reader = InMemoryMetricReader()
-    provider = MeterProvider(resource=RESOURCE, metric_readers=[reader], shutdown_on_exit=False,
+    expo = View(instrument_name="expo*", aggregation=ExponentialBucketHistogramAggregation(max_size=20))
+    provider = MeterProvider(resource=RESOURCE, metric_readers=[reader], shutdown_on_exit=False, views=[expo],
                              exemplar_filter=AlwaysOnExemplarFilter() if exemplars else AlwaysOffExemplarFilter())
     record(provider)
     data = reader.get_metrics_data()
@@ -682,11 +710,15 @@ def test_metrics_match_the_official_encoder_byte_for_byte(exemplars) -> None:
         meter.create_gauge("gauge").set(-2.5, {"g": 1.5})
         meter.create_gauge("gauge_int").set(0)
         meter.create_counter("empty")  # no points: no data message
+        expo = meter.create_histogram("expo", unit="s")  # exponential: zeros, an offset
+        for value in (3, 0, 0.5, 1e6, 0.001):
+            expo.record(value, {"e": 1}, context=in_span)
+        meter.create_histogram("expo_one").record(1)  # one bucket, offset 0
         other.create_counter("zero").add(0)
 
     data = _metrics(record, exemplars=exemplars)
     fast = encode_metrics_json(data)
     assert_same(fast, _metrics_reference(data))
     names = [m["name"] for s in fast["resourceMetrics"][0]["scopeMetrics"] for m in s.get("metrics", ())]
-    assert "hist" in names and "gauge" in names
+    assert "hist" in names and "gauge" in names and "expo" in names
 

@@ -1,4 +1,4 @@
-"""OTLP/JSON encoding of SDK telemetry, and decoding of spans for the viewer.
+"""OTLP/JSON encoding of SDK telemetry, for the files and the spool.
 
 The output is an ``Export*ServiceRequest`` in the OTLP/JSON mapping: ProtoJSON
 with lowerCamelCase keys, integer enums, 64-bit integers as decimal strings,
@@ -6,16 +6,16 @@ fields at their default value left out, and trace and span ids as lowercase
 hex rather than base64. That is what the Collector's ``otlp_json_file``
 receiver reads.
 
-Spans and log records are encoded directly from the SDK objects: building
-protobuf messages and rendering them with ``MessageToDict`` costs 8-9 times as
-much, on an exporter thread that holds the GIL while it runs, slowing the
-agent's thread. The direct encoders follow the official ones (the package
+Spans, log records and metrics are encoded directly from the SDK objects:
+building protobuf messages and rendering them with ``MessageToDict`` costs 8-9
+times as much, on an exporter thread that holds the GIL while it runs, slowing
+the agent's thread. The direct encoders follow the official ones (the package
 ``opentelemetry-exporter-otlp-proto-common``) field for field, including the
 values they reject: an attribute that cannot be encoded is logged and dropped,
 anything else fails the batch with the same exception. Their output is
-identical, down to key order and value types. The protobuf-based
-``_encode_*_json_reference`` functions stay as the specification the tests
-hold the direct encoders to. Metrics, exported rarely, still take that path.
+identical, down to key order and value types: tests/unit/test_otlp_json_fast.py
+holds them to the protobuf-based reference, and test_otlp_json_conformance.py
+to the project's JSON encoder.
 """
 
 from __future__ import annotations
@@ -45,13 +45,6 @@ __all__ = [
 # the direct encoders use the same one so logging configuration applies alike.
 _encoder_logger = logging.getLogger("opentelemetry.exporter.otlp.proto.common._internal")
 
-# Keys holding bytes ids in traces (spans, links), logs and metric exemplars.
-_ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
-# AnyValue subtrees never hold ids; skipping them keeps the walk proportional
-# to the message structure rather than to the attribute payload.
-_OPAQUE_KEYS = frozenset({"attributes", "body", "filteredAttributes"})
-
-
 def encode_spans_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """Encode spans as one OTLP/JSON ``ExportTraceServiceRequest``."""
     groups = _group(spans, _encode_span)
@@ -71,47 +64,20 @@ def encode_logs_json(batch: Sequence[ReadableLogRecord]) -> dict[str, Any]:
 
 
 def encode_metrics_json(data: MetricsData) -> dict[str, Any]:
-    """Encode metrics as one OTLP/JSON ``ExportMetricsServiceRequest``."""
-    resources: dict[Any, dict[Any, dict[str, Any]]] = {}  # grouped as the official encoder groups them
-    for resource_metrics in data.resource_metrics:
-        scopes: dict[Any, dict[str, Any]] = {}
-        resources[resource_metrics.resource] = scopes
-        for scope_metrics in resource_metrics.scope_metrics:
-            scope = scope_metrics.scope
-            metrics = []
-            for metric in scope_metrics.metrics:
-                encoded = _encode_metric(metric)
-                if encoded is None:  # exponential histograms: the official encoder, whole batch (never ours)
-                    return _official_metrics_json(data)
-                metrics.append(encoded)
-            entry: dict[str, Any] = {"scope": _encode_scope(scope)}
-            if metrics:
-                entry["metrics"] = metrics
-            _put_str(entry, "schemaUrl", scope.schema_url)
-            scopes[scope] = entry
+    """Encode metrics as one OTLP/JSON ``ExportMetricsServiceRequest``, grouped by resource, then scope, as the
+    official encoder groups them (a later equal one replaces an earlier one)."""
+    resources = {rm.resource: {sm.scope: [_encode_metric(m) for m in sm.metrics] for sm in rm.scope_metrics}
+                 for rm in data.resource_metrics}
     if not resources:
         return {}
-    out = []
-    for resource, scopes in resources.items():
-        resource_json: dict[str, Any] = {}
-        _put_attributes(resource_json, resource.attributes)
-        entry = {"resource": resource_json}
-        if scopes:
-            entry["scopeMetrics"] = list(scopes.values())
-        _put_str(entry, "schemaUrl", resource.schema_url)
-        out.append(entry)
-    return {"resourceMetrics": out}
+    return {"resourceMetrics": [_resource_entry(resource, list(scopes.items()), "scopeMetrics", "metrics")
+                                for resource, scopes in resources.items()]}
 
 
-def _official_metrics_json(data: MetricsData) -> dict[str, Any]:
-    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-
-    return _to_otlp_json(encode_metrics(data))
-
-
-def _encode_metric(metric: Any) -> dict[str, Any] | None:
-    """One metric in field-number order: name, description, unit, then gauge (5), sum (7) or histogram (9); the
-    data message only when it has points, as the official encoder sets it only while adding one."""
+def _encode_metric(metric: Any) -> dict[str, Any]:
+    """One metric in field-number order: name, description, unit, then gauge (5), sum (7), histogram (9) or
+    exponentialHistogram (10); the data message only when it has points, as the official encoder sets it only
+    while adding one."""
     out: dict[str, Any] = {}
     _put_str(out, "name", metric.name)
     _put_str(out, "description", metric.description)
@@ -119,8 +85,6 @@ def _encode_metric(metric: Any) -> dict[str, Any] | None:
     data = metric.data
     kind = type(data).__name__
     points = data.data_points
-    if kind == "ExponentialHistogram":
-        return None
     if not points:
         return out
     if kind == "Gauge":
@@ -131,10 +95,11 @@ def _encode_metric(metric: Any) -> dict[str, Any] | None:
         if data.is_monotonic:
             body["isMonotonic"] = True
         out["sum"] = body
-    elif kind == "Histogram":
-        body = {"dataPoints": [_histogram_point(p) for p in points]}
+    elif kind in ("Histogram", "ExponentialHistogram"):
+        exponential = kind == "ExponentialHistogram"
+        body = {"dataPoints": [_histogram_point(p, exponential) for p in points]}
         _put_enum(body, "aggregationTemporality", data.aggregation_temporality)
-        out["histogram"] = body
+        out["exponentialHistogram" if exponential else "histogram"] = body
     else:
         _encoder_logger.warning("unsupported data type %s", kind)
     return out
@@ -158,23 +123,38 @@ def _number_point(point: Any, *, start: bool) -> dict[str, Any]:
     return out
 
 
-def _histogram_point(point: Any) -> dict[str, Any]:
+def _histogram_point(point: Any, exponential: bool) -> dict[str, Any]:
     """HistogramDataPoint: start (2), time (3), count (4), sum (5), bucketCounts (6), explicitBounds (7),
-    exemplars (8), attributes (9), min (11), max (12); sum, min and max are optional, so set means present."""
+    exemplars (8), attributes (9), min (11), max (12). ExponentialHistogramDataPoint: attributes (1), start, time,
+    count, sum, scale (6), zeroCount (7), positive (8) and negative (9) when they have counts, flags (10),
+    exemplars (11), min (12), max (13). Sum, min and max are optional, so set means present."""
     out: dict[str, Any] = {}
+    if exponential:
+        _put_attributes(out, point.attributes)
     _put_u64(out, "startTimeUnixNano", point.start_time_unix_nano)
     _put_u64(out, "timeUnixNano", point.time_unix_nano)
     _put_u64(out, "count", point.count)
     if point.sum is not None:
         out["sum"] = _double(point.sum)
-    if point.bucket_counts:
-        out["bucketCounts"] = [str(_check_uint(c, _UINT64_LIMIT)) for c in point.bucket_counts]
-    if point.explicit_bounds:
-        out["explicitBounds"] = [_double(b) for b in point.explicit_bounds]
+    if exponential:
+        if point.scale:
+            out["scale"] = _check(point.scale, _INT32_LIMIT, _INT32_MIN)
+        _put_u64(out, "zeroCount", point.zero_count)
+        for key, buckets in (("positive", point.positive), ("negative", point.negative)):
+            if buckets.bucket_counts:
+                out[key] = {"offset": _check(buckets.offset, _INT32_LIMIT, _INT32_MIN)} if buckets.offset else {}
+                out[key]["bucketCounts"] = [str(_check(c, _UINT64_LIMIT)) for c in buckets.bucket_counts]
+        _put_u32(out, "flags", point.flags)
+    else:
+        if point.bucket_counts:
+            out["bucketCounts"] = [str(_check(c, _UINT64_LIMIT)) for c in point.bucket_counts]
+        if point.explicit_bounds:
+            out["explicitBounds"] = [_double(b) for b in point.explicit_bounds]
     exemplars = _exemplars(point.exemplars)
     if exemplars:
         out["exemplars"] = exemplars
-    _put_attributes(out, point.attributes)
+    if not exponential:
+        _put_attributes(out, point.attributes)
     if point.min is not None:
         out["min"] = _double(point.min)
     if point.max is not None:
@@ -216,32 +196,6 @@ def _put_enum(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = number
 
 
-def _to_otlp_json(message: Any) -> dict[str, Any]:
-    """A protobuf message as OTLP/JSON: lowerCamelCase names, integer enums, hex ids."""
-    from google.protobuf.json_format import MessageToDict
-
-    obj = MessageToDict(
-        message,
-        preserving_proto_field_name=False,  # lowerCamelCase, as OTLP/JSON requires
-        use_integers_for_enums=True,
-    )
-    _ids_to_hex(obj)
-    return obj
-
-
-def _ids_to_hex(node: Any) -> None:
-    """Rewrite base64 id fields as hex, in place (the dict is freshly built)."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in _ID_KEYS and isinstance(value, str):
-                node[key] = base64.b64decode(value).hex()
-            elif key not in _OPAQUE_KEYS and isinstance(value, (dict, list)):
-                _ids_to_hex(value)
-    elif isinstance(node, list):
-        for item in node:
-            _ids_to_hex(item)
-
-
 # --- direct encoders ---------------------------------------------------------
 #
 # Each dict is built in field-number order, the order MessageToDict emits, so
@@ -253,6 +207,7 @@ def _ids_to_hex(node: Any) -> None:
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
+_INT32_MIN, _INT32_LIMIT = -(1 << 31), 1 << 31
 _UINT32_LIMIT = 1 << 32
 _UINT64_LIMIT = 1 << 64
 
@@ -311,13 +266,17 @@ def _resource_entry(
 ) -> dict[str, Any]:
     scope_entries = []
     for scope, items in scopes:
-        scope_entry: dict[str, Any] = {"scope": _encode_scope(scope), items_key: items}
+        scope_entry: dict[str, Any] = {"scope": _encode_scope(scope)}
+        if items:  # (a metrics scope may have none; a scope of spans or log records always has some)
+            scope_entry[items_key] = items
         if scope is not None:
             _put_str(scope_entry, "schemaUrl", scope.schema_url)
         scope_entries.append(scope_entry)
     resource_json: dict[str, Any] = {}
     _put_attributes(resource_json, resource.attributes)
-    entry: dict[str, Any] = {"resource": resource_json, scopes_key: scope_entries}
+    entry: dict[str, Any] = {"resource": resource_json}
+    if scope_entries:
+        entry[scopes_key] = scope_entries
     _put_str(entry, "schemaUrl", resource.schema_url)
     return entry
 
@@ -436,10 +395,10 @@ def _encode_log_record(readable: ReadableLogRecord) -> dict[str, Any]:
 
     time = _proto_u64(record.timestamp)
     observed_time = _proto_u64(record.observed_timestamp)
-    flags = _check_uint(flags, _UINT32_LIMIT) if flags else 0
+    flags = _check(flags, _UINT32_LIMIT) if flags else 0
     severity_text = _proto_str(record.severity_text)
-    dropped = _check_uint(dropped, _UINT32_LIMIT) if dropped else 0
-    severity_number = _check_int32(severity_number) if severity_number else 0
+    dropped = _check(dropped, _UINT32_LIMIT) if dropped else 0
+    severity_number = _check(severity_number, _INT32_LIMIT, _INT32_MIN) if severity_number else 0
     event_name = _proto_str(record.event_name)
 
     out: dict[str, Any] = {}
@@ -538,8 +497,7 @@ def _any_value_slow(value: Any) -> dict[str, Any]:
     if isinstance(value, int):
         return {"intValue": str(_check_int64(int(value)))}
     if isinstance(value, float):
-        value = float(value)
-        return {"doubleValue": value if value - value == 0.0 else _nonfinite(value)}
+        return {"doubleValue": _double(value)}
     if isinstance(value, bytes):
         return {"bytesValue": base64.b64encode(value).decode("ascii")}
     if isinstance(value, Sequence):
@@ -563,20 +521,12 @@ def _check_int64(value: int) -> int:
     raise ValueError(f"Value out of range: {value}")
 
 
-def _check_int32(value: Any) -> int:
-    if type(value) is bool:
-        raise TypeError(f"Expected an int, got a boolean: {value!r}")
-    value = operator.index(value)
-    if -(1 << 31) <= value < 1 << 31:
-        return value
-    raise ValueError(f"Value out of range: {value}")
-
-
-def _check_uint(value: Any, limit: int) -> int:
+def _check(value: Any, limit: int, low: int = 0) -> int:
+    """An integer field's value in [low, limit), or the error protobuf raises."""
     if type(value) is bool:
         raise TypeError(f"Expected an int, got a boolean: {value!r}")
     value = operator.index(value)  # TypeError for floats, like protobuf
-    if 0 <= value < limit:
+    if low <= value < limit:
         return value
     raise ValueError(f"Value out of range: {value}")
 
@@ -619,17 +569,15 @@ def _proto_u64(value: Any) -> int:
         return 0
     if type(value) is int and 0 <= value < _UINT64_LIMIT:
         return value
-    return _check_uint(value, _UINT64_LIMIT)
+    return _check(value, _UINT64_LIMIT)
 
 
 def _put_u64(out: dict[str, Any], key: str, value: Any) -> None:
-    if value is not None:
-        if type(value) is not int or not 0 <= value < _UINT64_LIMIT:
-            value = _check_uint(value, _UINT64_LIMIT)
-        if value:
-            out[key] = str(value)
+    value = _proto_u64(value)
+    if value:
+        out[key] = str(value)
 
 
 def _put_u32(out: dict[str, Any], key: str, value: Any) -> None:
     if value:
-        out[key] = _check_uint(value, _UINT32_LIMIT)
+        out[key] = _check(value, _UINT32_LIMIT)
