@@ -32,35 +32,23 @@ from opentelemetry.trace import SpanKind
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord
     from opentelemetry.sdk.metrics.export import MetricsData
-    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-__all__ = [
-    "encode_logs_json",
-    "encode_metrics_json",
-    "encode_spans_json",
-]
+__all__ = ["encode_logs_json", "encode_metrics_json", "encode_spans_json"]
 
 # The official encoder reports attributes it cannot encode on its own logger;
 # the direct encoders use the same one so logging configuration applies alike.
 _encoder_logger = logging.getLogger("opentelemetry.exporter.otlp.proto.common._internal")
 
+
 def encode_spans_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """Encode spans as one OTLP/JSON ``ExportTraceServiceRequest``."""
-    groups = _group(spans, _encode_span)
-    if not groups:
-        return {}
-    return {"resourceSpans": [_resource_entry(resource, scopes, "scopeSpans", "spans") for resource, scopes in groups]}
+    return _request(_group(spans, _encode_span), "resourceSpans", "scopeSpans", "spans")
 
 
 def encode_logs_json(batch: Sequence[ReadableLogRecord]) -> dict[str, Any]:
     """Encode log records as one OTLP/JSON ``ExportLogsServiceRequest``."""
-    groups = _group(batch, _encode_log_record)
-    if not groups:
-        return {}
-    return {
-        "resourceLogs": [_resource_entry(resource, scopes, "scopeLogs", "logRecords") for resource, scopes in groups]
-    }
+    return _request(_group(batch, _encode_log_record), "resourceLogs", "scopeLogs", "logRecords")
 
 
 def encode_metrics_json(data: MetricsData) -> dict[str, Any]:
@@ -68,10 +56,7 @@ def encode_metrics_json(data: MetricsData) -> dict[str, Any]:
     official encoder groups them (a later equal one replaces an earlier one)."""
     resources = {rm.resource: {sm.scope: [_encode_metric(m) for m in sm.metrics] for sm in rm.scope_metrics}
                  for rm in data.resource_metrics}
-    if not resources:
-        return {}
-    return {"resourceMetrics": [_resource_entry(resource, list(scopes.items()), "scopeMetrics", "metrics")
-                                for resource, scopes in resources.items()]}
+    return _request(resources, "resourceMetrics", "scopeMetrics", "metrics")
 
 
 def _encode_metric(metric: Any) -> dict[str, Any]:
@@ -215,18 +200,13 @@ _UINT64_LIMIT = 1 << 64
 _FLAGS_HAS_IS_REMOTE = 0x100
 _FLAGS_IS_REMOTE = 0x200
 
-_SPAN_KIND_NUMBERS = {
-    SpanKind.INTERNAL: 1,
-    SpanKind.SERVER: 2,
-    SpanKind.CLIENT: 3,
-    SpanKind.PRODUCER: 4,
-    SpanKind.CONSUMER: 5,
-}
+_SPAN_KIND_NUMBERS = {kind: kind.value + 1 for kind in SpanKind}  # INTERNAL (0 in the SDK) is 1 in OTLP
 
 
-def _group(
-    items: Sequence[Any], encode: Callable[[Any], dict[str, Any]]
-) -> list[tuple[Resource, list[tuple[InstrumentationScope | None, list[dict[str, Any]]]]]]:
+Groups = dict[Any, dict[Any, list[dict[str, Any]]]]  # resource -> scope -> encoded items
+
+
+def _group(items: Sequence[Any], encode: Callable[[Any], dict[str, Any]]) -> Groups:
     """Encode items in order, grouped by resource, then scope, in first-seen order.
 
     The same steps as the official encoders, so even a batch that cannot be
@@ -236,8 +216,7 @@ def _group(
     JSON-dumping its attributes, so equality lookups are cached per object:
     nearly every item of a batch shares the same two or three objects.
     """
-    # resource (by equality) -> (resource, scope (by equality) -> items)
-    resources: dict[Any, tuple[Any, dict[Any, list[Any]]]] = {}
+    resources: Groups = {}  # by equality
     by_identity: dict[tuple[int, int], list[Any]] = {}
     keep_alive: list[Any] = []  # ids are only unique while the objects live
     for item in items:
@@ -246,39 +225,34 @@ def _group(
         key = (id(resource), id(scope))
         bucket = by_identity.get(key)
         if bucket is None:
-            entry = resources.get(resource)
-            if entry is None:
-                entry = resources[resource] = (resource, {})
-            bucket = entry[1].get(scope)
-            if bucket is None:
-                bucket = entry[1][scope] = []
+            bucket = resources.setdefault(resource, {}).setdefault(scope, [])
             by_identity[key] = bucket
             keep_alive.append((resource, scope))
         bucket.append(encode(item))
-    return [(resource, list(scopes.items())) for resource, scopes in resources.values()]
+    return resources
 
 
-def _resource_entry(
-    resource: Resource,
-    scopes: list[tuple[InstrumentationScope | None, list[Any]]],
-    scopes_key: str,
-    items_key: str,
-) -> dict[str, Any]:
-    scope_entries = []
-    for scope, items in scopes:
-        scope_entry: dict[str, Any] = {"scope": _encode_scope(scope)}
-        if items:  # (a metrics scope may have none; a scope of spans or log records always has some)
-            scope_entry[items_key] = items
-        if scope is not None:
-            _put_str(scope_entry, "schemaUrl", scope.schema_url)
-        scope_entries.append(scope_entry)
-    resource_json: dict[str, Any] = {}
-    _put_attributes(resource_json, resource.attributes)
-    entry: dict[str, Any] = {"resource": resource_json}
-    if scope_entries:
-        entry[scopes_key] = scope_entries
-    _put_str(entry, "schemaUrl", resource.schema_url)
-    return entry
+def _request(resources: Groups, resources_key: str, scopes_key: str, items_key: str) -> dict[str, Any]:
+    if not resources:
+        return {}
+    out = []
+    for resource, scopes in resources.items():
+        scope_entries = []
+        for scope, items in scopes.items():
+            scope_entry: dict[str, Any] = {"scope": _encode_scope(scope)}
+            if items:  # (a metrics scope may have none; a scope of spans or log records always has some)
+                scope_entry[items_key] = items
+            if scope is not None:
+                _put_str(scope_entry, "schemaUrl", scope.schema_url)
+            scope_entries.append(scope_entry)
+        resource_json: dict[str, Any] = {}
+        _put_attributes(resource_json, resource.attributes)
+        entry: dict[str, Any] = {"resource": resource_json}
+        if scope_entries:
+            entry[scopes_key] = scope_entries
+        _put_str(entry, "schemaUrl", resource.schema_url)
+        out.append(entry)
+    return {resources_key: out}
 
 
 def _encode_scope(scope: InstrumentationScope | None) -> dict[str, Any]:
