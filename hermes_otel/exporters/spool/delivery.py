@@ -18,12 +18,13 @@ again (at-least-once).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
@@ -86,7 +87,8 @@ class _Spooling:
     """What the three signal exporters share: deliver through the SDK exporter, or spool, or count."""
 
     signal: str
-    delivered: Any  # the SDK export result that means delivered
+    delivered: Any  # the SDK export results that mean delivered and not
+    failed: Any
     encode: Callable[[Any], dict[str, Any]]  # a batch as one OTLP/JSON request (the spool's lines)
     count: Callable[..., int]  # items in a batch
 
@@ -94,6 +96,7 @@ class _Spooling:
                  budget_s: float, owner: Any = None) -> None:
         self.inner, self.session, self.endpoint, self.key, self.spool = inner, session, endpoint, key, spool
         self.budget_s, self.owner = budget_s, owner
+        self.endpoints = frozenset({endpoint})
         self.closing = False
         self.exit_pending = False  # the pipeline is shutting down (close_all)
         if spool is not None:
@@ -102,16 +105,18 @@ class _Spooling:
             health.spooled_to.pop(endpoint, None)
         _open.add(self)
 
-    def deliver(self, batch: Any, send: Callable[[], Any]) -> bool:
-        """On the processor's thread: send `batch`, and spool (or count) it when it was not delivered."""
-        failing = health.any_failing(self._endpoints)
+    def export(self, *args: Any, **kwargs: Any) -> Any:
+        """On the processor's thread: send the batch (the first argument) through the SDK exporter, with the rest
+        as given (the metric reader's timeout), and spool (or count) it when it was not delivered."""
+        batch = args[0]
+        failing = health.any_failing(self.endpoints)
         if self.closing or (self.spool is not None and _exiting()) or failing and (
                 getattr(current, "flushing", False) or health.failed_within(self.endpoint, LIVE_RETRY_S)):
             self._undelivered(batch)
-            return False
+            return self.failed
         current.export = self  # the SDK's retry warnings become one health report
         try:
-            result = send()
+            result = self.inner.export(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the processor's thread
             if not self.closing:
                 health.failure(self.signal, self.endpoint, f"{type(exc).__name__}: {exc}")
@@ -123,11 +128,11 @@ class _Spooling:
             from .resend import resender
 
             resender.wake(self.key)  # the endpoint answers: what waits in the spool can go now
-            return True
+            return self.delivered
         if result is not None and not self.closing:
             health.failure(self.signal, self.endpoint, "export failed")
         self._undelivered(batch)
-        return False
+        return self.failed
 
     def report(self, record: logging.LogRecord) -> None:
         """A warning of the SDK exporter inside our export: one health report (none for what closing caused). At exit
@@ -138,12 +143,8 @@ class _Spooling:
         if self.exit_pending and self.spool is not None:
             self.interrupt()
 
-    @property
-    def _endpoints(self) -> frozenset[str]:
-        return frozenset({self.endpoint})
-
     def close_deadline(self, now: float) -> float:
-        if health.any_failing(self._endpoints):
+        if health.any_failing(self.endpoints):
             return now  # it would only sleep out its retry backoff
         if self.spool is None:
             return now + self.budget_s
@@ -198,25 +199,20 @@ def _exiting() -> bool:
 
 
 class SpoolingSpanExporter(_Spooling, SpanExporter):
-    signal, delivered, encode, count = "traces", SpanExportResult.SUCCESS, staticmethod(encode_spans_json), len
-
-    def export(self, spans: Sequence[Any]) -> SpanExportResult:
-        ok = self.deliver(spans, lambda: self.inner.export(spans))
-        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+    signal, encode, count = "traces", staticmethod(encode_spans_json), len
+    delivered, failed = SpanExportResult.SUCCESS, SpanExportResult.FAILURE
 
 
 class SpoolingLogExporter(_Spooling, LogRecordExporter):
-    signal, delivered, encode, count = "logs", LogRecordExportResult.SUCCESS, staticmethod(encode_logs_json), len
-
-    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-        ok = self.deliver(batch, lambda: self.inner.export(batch))
-        return LogRecordExportResult.SUCCESS if ok else LogRecordExportResult.FAILURE
+    signal, encode, count = "logs", staticmethod(encode_logs_json), len
+    delivered, failed = LogRecordExportResult.SUCCESS, LogRecordExportResult.FAILURE
 
 
 class SpoolingMetricExporter(_Spooling, MetricExporter):
     """It presents the temporality and aggregation of :func:`metric_preferences` (the metric reader asks us)."""
 
-    signal, delivered, encode = "metrics", MetricExportResult.SUCCESS, staticmethod(encode_metrics_json)
+    signal, encode = "metrics", staticmethod(encode_metrics_json)
+    delivered, failed = MetricExportResult.SUCCESS, MetricExportResult.FAILURE
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         _Spooling.__init__(self, *args, **kwargs)
@@ -227,10 +223,6 @@ class SpoolingMetricExporter(_Spooling, MetricExporter):
     def count(data: Any) -> int:
         return sum(len(m.data.data_points) for rm in data.resource_metrics for sm in rm.scope_metrics
                    for m in sm.metrics)
-
-    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        ok = self.deliver(metrics_data, lambda: self.inner.export(metrics_data, timeout_millis=timeout_millis))
-        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
 
 
 def spooling_exporter(signal: str, target: Any, settings: Any) -> Any:
@@ -280,11 +272,6 @@ def sdk_exporter(signal: str, target: Any) -> tuple[Any, ExporterSession | None]
     if target.protocol == "grpc":
         from grpc import Compression as GrpcCompression
 
-        module = {
-            "traces": "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
-            "logs": "opentelemetry.exporter.otlp.proto.grpc._log_exporter",
-            "metrics": "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
-        }[signal]
         compression: Any = GrpcCompression.Gzip if gzip else GrpcCompression.NoCompression
         kwargs = {"insecure": target.endpoint.startswith("http://"), "headers": _Metadata(target.headers.items())}
     else:
@@ -292,17 +279,17 @@ def sdk_exporter(signal: str, target: Any) -> tuple[Any, ExporterSession | None]
 
         from ..session import ExporterSession
 
-        module = {
-            "traces": "opentelemetry.exporter.otlp.proto.http.trace_exporter",
-            "logs": "opentelemetry.exporter.otlp.proto.http._log_exporter",
-            "metrics": "opentelemetry.exporter.otlp.proto.http.metric_exporter",
-        }[signal]
         compression = HttpCompression.Gzip if gzip else HttpCompression.NoCompression
         session = ExporterSession(target.headers)
         kwargs = {"headers": dict(target.headers), "session": session}
-    name = {"traces": "OTLPSpanExporter", "logs": "OTLPLogExporter", "metrics": "OTLPMetricExporter"}[signal]
-    cls = getattr(__import__(module, fromlist=[name]), name)
+    module, name = _SDK_EXPORTERS[signal]
+    module = f"opentelemetry.exporter.otlp.proto.{'grpc' if target.protocol == 'grpc' else 'http'}.{module}"
+    cls = getattr(importlib.import_module(module), name)
     return cls(endpoint=target.endpoint, timeout=target.timeout_s, compression=compression, **kwargs), session
+
+
+_SDK_EXPORTERS = {"traces": ("trace_exporter", "OTLPSpanExporter"), "logs": ("_log_exporter", "OTLPLogExporter"),
+                  "metrics": ("metric_exporter", "OTLPMetricExporter")}  # module (of the protocol's package), class
 
 
 class _Metadata(tuple):
