@@ -88,18 +88,15 @@ class _AbortableAdapter(HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
         sockets = self.hermes_sockets
 
-        class Connection(HTTPConnection):
-            def connect(self) -> None:
-                super().connect()
-                sockets.add(self)
+        def tracked(base: Any) -> Any:  # the connection class, adding each connection it opens to `sockets`
+            def connect(connection: Any) -> None:
+                base.connect(connection)
+                sockets.add(connection)
 
-        class TLSConnection(HTTPSConnection):
-            def connect(self) -> None:
-                super().connect()
-                sockets.add(self)
+            return type(base.__name__, (base,), {"connect": connect})
 
         self.poolmanager.pool_classes_by_scheme = {
-            "http": type("Pool", (HTTPConnectionPool,), {"ConnectionCls": Connection}),
-            "https": type("TLSPool", (HTTPSConnectionPool,), {"ConnectionCls": TLSConnection}),
+            "http": type("Pool", (HTTPConnectionPool,), {"ConnectionCls": tracked(HTTPConnection)}),
+            "https": type("TLSPool", (HTTPSConnectionPool,), {"ConnectionCls": tracked(HTTPSConnection)}),
         }
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Span", "attributes", "decode_line", "decode_request"]
+__all__ = ["Span", "as_dict", "as_list", "attributes", "decode_line", "decode_request"]
 
 Span = dict[str, Any]
 HEX_ID = re.compile(r"[0-9a-fA-F]+")
@@ -27,7 +27,8 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _list(value: Any) -> list:
+def as_list(value: Any) -> list:
+    """An OTLP/JSON array (absent: empty), or raise (as_dict: an object); the spool's decoder shares both."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -35,7 +36,7 @@ def _list(value: Any) -> list:
     return value
 
 
-def _dict(value: Any) -> dict:
+def as_dict(value: Any) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -67,7 +68,7 @@ def _enum(value: Any, names: Mapping[str, int]) -> int:
 
 
 def _value(value: Any, depth: int = 0) -> Any:
-    value = _dict(value)
+    value = as_dict(value)
     if "stringValue" in value:
         return str(value["stringValue"])
     if "boolValue" in value:
@@ -79,9 +80,9 @@ def _value(value: Any, depth: int = 0) -> Any:
     if depth >= _MAX_DEPTH:
         return "…"
     if "arrayValue" in value:
-        return [_value(v, depth + 1) for v in _list(_dict(value["arrayValue"]).get("values"))]
+        return [_value(v, depth + 1) for v in as_list(as_dict(value["arrayValue"]).get("values"))]
     if "kvlistValue" in value:
-        return _attributes(_dict(value["kvlistValue"]).get("values"), depth + 1)
+        return _attributes(as_dict(value["kvlistValue"]).get("values"), depth + 1)
     if "bytesValue" in value:
         return f"<{len(str(value['bytesValue'])) * 3 // 4} bytes>"
     return None
@@ -89,16 +90,16 @@ def _value(value: Any, depth: int = 0) -> Any:
 
 def _attributes(items: Any, depth: int = 0) -> dict[str, Any]:
     out = {}
-    for item in _list(items):
-        item = _dict(item)
+    for item in as_list(items):
+        item = as_dict(item)
         out[str(item["key"])] = _value(item.get("value"), depth)
     return out
 
 
 def _span(span: Any, resource: dict[str, Any]) -> Span:
-    span = _dict(span)
+    span = as_dict(span)
     parent = span.get("parentSpanId") or None
-    status = _dict(span.get("status"))
+    status = as_dict(span.get("status"))
     return {
         "trace_id": _hex(span.get("traceId"), 32),
         "span_id": _hex(span.get("spanId"), 16),
@@ -109,9 +110,9 @@ def _span(span: Any, resource: dict[str, Any]) -> Span:
         "end_ns": _nanos(span.get("endTimeUnixNano", 0)),
         "attributes": _attributes(span.get("attributes")),
         "events": [
-            {"name": str(_dict(e).get("name", "")), "time_ns": _nanos(_dict(e).get("timeUnixNano", 0)),
-             "attributes": _attributes(_dict(e).get("attributes"))}
-            for e in _list(span.get("events"))
+            {"name": str(as_dict(e).get("name", "")), "time_ns": _nanos(as_dict(e).get("timeUnixNano", 0)),
+             "attributes": _attributes(as_dict(e).get("attributes"))}
+            for e in as_list(span.get("events"))
         ],
         "status_code": _enum(status.get("code", 0), _STATUSES),
         "status_message": str(status.get("message", "")),
@@ -126,13 +127,13 @@ def decode_line(line: bytes | str) -> list[Span]:
 
 def decode_request(request: Any) -> list[Span]:
     """The spans of a decoded OTLP/JSON traces document (`{"resourceSpans": [...]}`); raises on anything else."""
-    request = _dict(request)
+    request = as_dict(request)
     spans: list[Span] = []
-    for resource_spans in _list(request.get("resourceSpans")):
-        resource_spans = _dict(resource_spans)
-        resource = _attributes(_dict(resource_spans.get("resource")).get("attributes"))
-        for scope_spans in _list(resource_spans.get("scopeSpans")):
-            spans.extend(_span(s, resource) for s in _list(_dict(scope_spans).get("spans")))
+    for resource_spans in as_list(request.get("resourceSpans")):
+        resource_spans = as_dict(resource_spans)
+        resource = _attributes(as_dict(resource_spans.get("resource")).get("attributes"))
+        for scope_spans in as_list(resource_spans.get("scopeSpans")):
+            spans.extend(_span(s, resource) for s in as_list(as_dict(scope_spans).get("spans")))
     return spans
 
 

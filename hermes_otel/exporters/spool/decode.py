@@ -41,6 +41,9 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, S
 from opentelemetry.trace import set_span_in_context as _in_context
 from opentelemetry.trace.span import TraceState
 
+from ...local.decode import as_dict as _dict
+from ...local.decode import as_list as _list
+
 PIECE = 16  # items decoded between two GIL pauses
 PIECE_ITEMS = 512  # items per re-sent batch at most (the SDK batch processor's default max_export_batch_size)
 GIL_PAUSE_S = 0.0002  # a blocking sleep lets a waiting thread take the GIL (sleep(0) takes it straight back)
@@ -119,22 +122,6 @@ def _decode(signal: str, request: Mapping[str, Any], done: int, paced: bool) -> 
 
 # -- fields: each read strictly, as protobuf's JSON parser would, so a value the SDK exporter cannot encode costs
 # -- its line here, not the whole batch at every re-send --------------------------------------------------------
-
-
-def _dict(v: Any) -> Mapping[str, Any]:
-    if v is None:
-        return {}
-    if not isinstance(v, Mapping):
-        raise TypeError("not an object")
-    return v
-
-
-def _list(v: Any) -> list[Any]:
-    if v is None:
-        return []
-    if not isinstance(v, list):
-        raise TypeError("not a list")
-    return v
 
 
 def _str(v: Any) -> Any:
