@@ -126,7 +126,7 @@ def throughput() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="hermes-otel-bench-spool-") as tmp, ReceiverProcess() as receiver:
         url = f"{receiver.endpoint}/v1/traces"
         key = endpoint_key("http/protobuf", url)
-        targets = {key: ("traces", OTLPTarget(url, "http/protobuf", {}, 10.0, "none"))}
+        targets = {("traces", key): OTLPTarget(url, "http/protobuf", {}, 10.0, "none")}
         spool = Spool(Path(tmp) / "spool", 1 << 40, 1e9)
         started = time.perf_counter()
         for batch in batches:

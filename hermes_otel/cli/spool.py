@@ -72,10 +72,10 @@ def _destinations(entries: list[Entry], settings: config.Settings) -> list[str]:
     waiting = Counter((e.signal, e.key) for e in entries)
     lines, orphans = [], 0
     for (signal, key), count in sorted(waiting.items()):
-        target = targets.get(key)
-        if target is not None and target[0] == signal:
+        target = targets.get((signal, key))
+        if target is not None:
             lines.append(f"  {count} {signal} batch{'es' if count != 1 else ''} for "
-                         f"{masking.mask_url(target[1].endpoint)} ({target[1].protocol}): re-sent by the next hermes "
+                         f"{masking.mask_url(target.endpoint)} ({target.protocol}): re-sent by the next hermes "
                          "process once it answers, or now with `hermes-otel spool send`")
         else:
             orphans += count
@@ -215,7 +215,7 @@ def doctor_lines(settings: config.Settings) -> list[tuple[str, str]]:
         lines.append(("ok", f"spool {spool.directory}: empty (caps {_size(settings.spool_max_bytes)}, "
                             f"{_age(settings.spool_max_age_s)})"))
     targets = targets_of(settings)
-    orphans = sum(1 for e in entries if e.key not in targets or targets[e.key][0] != e.signal)
+    orphans = sum(1 for e in entries if (e.signal, e.key) not in targets)
     if orphans and targets:
         lines.append(("warn", f"{orphans} spooled batch{'es' if orphans != 1 else ''} for an endpoint not "
                               "configured now: kept until spool_max_age (`hermes-otel spool drop` deletes them)"))

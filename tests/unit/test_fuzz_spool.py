@@ -132,7 +132,7 @@ def test_re_sending_any_batch_file_never_raises_and_leaves_the_spool_consistent(
     os.chmod(spool.directory, 0o700)
     (folder / f"{time.time_ns():019d}-1-1-{key}.jsonl").write_text("\n".join(texts) + "\n")
     before = receiver.request_count
-    report = send_all(spool, {key: (signal, OTLPTarget(url, "http/protobuf", {}, 5.0, "none"))})
+    report = send_all(spool, {(signal, key): OTLPTarget(url, "http/protobuf", {}, 5.0, "none")})
     assert report.sent + report.unreadable + report.rejected == 1 and report.failed == 0
     assert spool.entries() == []  # sent (what could be) or removed as unreadable: never stuck
     assert (receiver.request_count > before) == (report.sent == 1)
@@ -173,6 +173,6 @@ def test_a_spool_holding_anything_is_listed_and_sent_without_blocking(tmp_path_f
     entries, strays = within(10, spool.scan)
     assert len(entries) == expected_batches
     assert len(strays) == sum(1 for kind, named in things if named and kind in ("fifo", "link", "dir"))
-    report = within(20, lambda: send_all(spool, {key: ("traces", OTLPTarget(url, "http/protobuf", {}, 5.0, "none"))}))
+    report = within(20, lambda: send_all(spool, {("traces", key): OTLPTarget(url, "http/protobuf", {}, 5.0, "none")}))
     assert report.busy == 0 and report.failed == 0
     assert outside.exists()  # a link is never followed, its target never removed

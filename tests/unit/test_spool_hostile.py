@@ -35,7 +35,7 @@ def _home(tmp_path: Path, monkeypatch, endpoint: str) -> tuple[Path, str]:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")
     settings = config.load_settings().settings
-    (key,) = [k for k, (signal, _) in targets_of(settings).items() if signal == "traces"]
+    (key,) = [k for signal, k in targets_of(settings) if signal == "traces"]
     return settings.spool_directory, key
 
 
@@ -182,8 +182,8 @@ def test_a_spool_api_send_counts_the_bad_lines(tmp_path):
         good, bad = encode_spans_json(spans(3)), encode_spans_json(spans(2))
         bad["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["spanId"] = "zz"
         spool.put("traces", endpoint_key("http/protobuf", url), [good, bad, good])
-        report = send_all(spool, {endpoint_key("http/protobuf", url): ("traces", OTLPTarget(url, "http/protobuf", {},
-                                                                                             2.0, "none"))})
+        target = OTLPTarget(url, "http/protobuf", {}, 2.0, "none")
+        report = send_all(spool, {("traces", endpoint_key("http/protobuf", url)): target})
         assert (report.sent, report.items, report.bad_lines) == (1, 6, 1)
         assert len(receiver.wait_for_spans(lambda s: len(s) == 6, timeout=5)) == 6
 
@@ -197,7 +197,7 @@ def test_ctrl_c_during_spool_send_exits_130_without_a_traceback(tmp_path):
                "OTEL_EXPORTER_OTLP_ENDPOINT": server.endpoint, "OTEL_EXPORTER_OTLP_TIMEOUT": "60000",
                "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         settings = config.load_settings(env).settings
-        (key,) = [k for k, (signal, _) in targets_of(settings).items() if signal == "traces"]
+        (key,) = [k for signal, k in targets_of(settings) if signal == "traces"]
         _good_batch(settings.spool_directory, key)
         proc = subprocess.Popen([sys.executable, "-m", "hermes_otel.cli.main", "spool", "send"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -276,8 +276,8 @@ def test_a_large_batch_is_re_sent_in_requests_of_at_most_the_batch_size_limit(tm
         batch = spans(2100)
         spool.put("traces", endpoint_key("http/protobuf", url),
                   [encode_spans_json(batch[i:i + 420]) for i in range(0, 2100, 420)])
-        report = send_all(spool, {endpoint_key("http/protobuf", url): ("traces", OTLPTarget(url, "http/protobuf", {},
-                                                                                             5.0, "none"))})
+        target = OTLPTarget(url, "http/protobuf", {}, 5.0, "none")
+        report = send_all(spool, {("traces", endpoint_key("http/protobuf", url)): target})
         got = receiver.wait_for_spans(lambda s: len(s) == 2100, timeout=10)
         assert (report.sent, report.items, receiver.request_count) == (1, 2100, 3)
     assert sorted(s.span_id for s in got) == sorted(f"{s.context.span_id:016x}" for s in batch)

@@ -143,7 +143,7 @@ def _spooled(tmp_path: Path, endpoint: str, protocol: str = "http/protobuf") -> 
     spool = Spool(tmp_path / "spool", 1 << 20, 86400)
     batch = spans()
     spool.put("traces", endpoint_key(protocol, endpoint), [encode_spans_json(batch)])
-    targets = {endpoint_key(protocol, endpoint): ("traces", target(endpoint, protocol))}
+    targets = {("traces", endpoint_key(protocol, endpoint)): target(endpoint, protocol)}
     return spool, targets, batch
 
 
@@ -171,6 +171,27 @@ def test_a_grpc_endpoint_gets_the_batch_over_grpc(tmp_path: Path) -> None:
     assert report.sent == 1 and spool.entries() == []
     assert sorted(s.span_id for s in got) == sorted(f"{s.context.span_id:016x}" for s in batch)
     assert {s.trace_id for s in got} == {f"{batch[0].context.trace_id:032x}"}
+
+
+def test_one_grpc_endpoint_re_sends_the_batches_of_every_signal(tmp_path: Path, monkeypatch) -> None:
+    """A gRPC endpoint takes the three signals at one address, so their batches share one spool key: each signal's
+    batches are sent to it (the targets once kept one signal per key, leaving the others spooled for good)."""
+    from hermes_otel import config
+    from hermes_otel.exporters.spool.resend import targets_of
+
+    with OTLPGrpcReceiver() as receiver:
+        monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+        monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", os.devnull)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        settings = config.load_settings().settings
+        spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+        key = endpoint_key("grpc", receiver.endpoint)
+        spool.put("traces", key, [encode_spans_json(spans())])
+        spool.put("logs", key, [encode_logs_json(log_records())])
+        report = send_all(spool, targets_of(settings))
+        receiver.wait_for_spans(lambda s: len(s) == 5)
+    assert (report.sent, report.items, report.no_target) == (2, 9, 0) and spool.entries() == []
 
 
 # What docs/reliability.md promises (issue 30): a batch is removed only after a 2xx, or when the endpoint refuses the
@@ -511,7 +532,7 @@ def test_a_batch_is_re_sent_with_the_headers_and_compression_configured_now(tmp_
         (entry,) = spool.entries()
         assert "blue" not in entry.path.read_text() and "x-tenant" not in entry.path.read_text()  # not on disk
         configured = OTLPTarget(url, "http/protobuf", {"x-tenant": "blue"}, 2.0, "gzip")
-        report = send_all(spool, {key: ("traces", configured)})
+        report = send_all(spool, {("traces", key): configured})
         receiver.wait_for_spans(lambda s: len(s) == 5)
     assert report.sent == 1
     (headers,) = receiver.headers

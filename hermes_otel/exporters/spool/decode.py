@@ -90,33 +90,28 @@ def _decode(signal: str, request: Mapping[str, Any], done: int, paced: bool) -> 
     items = 0
     for rs in _list(request.get(level1)):
         resource = Resource(_attributes(_dict(rs.get("resource")).get("attributes")), _str(rs.get("schemaUrl")))
-        scopes: list[Any] = []
+        scopes: list[ScopeMetrics] = []
         for ss in _list(rs.get(level2)):
             s = _dict(ss.get("scope"))
             scope = InstrumentationScope(_str(s.get("name")) or "", _str(s.get("version")), _str(ss.get("schemaUrl")),
                                          _attributes(s.get("attributes")) or None)
             members: list[Any] = []
             for member in _list(ss.get(level3)):
-                if signal == "traces":
-                    members.append(_span(_dict(member), resource, scope))
-                    items += 1
-                elif signal == "logs":
-                    members.append(ReadableLogRecord(_log_record(_dict(member)), resource, scope))
-                    items += 1
+                if signal == "metrics":
+                    members.append(_metric(_dict(member)))
+                    items += len(members[-1].data.data_points)
                 else:
-                    metric = _metric(_dict(member))
-                    members.append(metric)
-                    items += len(metric.data.data_points)
+                    members.append(_span(_dict(member), resource, scope) if signal == "traces"
+                                   else ReadableLogRecord(_log_record(_dict(member)), resource, scope))
+                    items += 1
                 if paced and (done + items) % PIECE == 0:
                     time.sleep(GIL_PAUSE_S)
             if signal == "metrics":
                 scopes.append(ScopeMetrics(scope, members, _str(ss.get("schemaUrl")) or ""))
             else:
-                scopes.append(members)
+                out += members
         if signal == "metrics":
             out.append(ResourceMetrics(resource, scopes, _str(rs.get("schemaUrl")) or ""))
-        else:
-            out += [m for members in scopes for m in members]
     return out, items
 
 

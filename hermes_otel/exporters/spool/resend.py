@@ -56,15 +56,15 @@ class Outcome:
     bad_lines: int = 0  # lines of the batch that could not be read or converted: skipped
 
 
-Targets = Mapping[str, tuple[str, Any]]  # endpoint key -> (signal, OTLPTarget)
+Targets = Mapping[tuple[str, str], Any]  # (signal, endpoint key) -> OTLPTarget: a gRPC endpoint takes all three
 
 
-def targets_of(settings: Any) -> dict[str, tuple[str, Any]]:
-    """Every OTLP endpoint a configuration exports to, by spool key."""
+def targets_of(settings: Any) -> dict[tuple[str, str], Any]:
+    """Every OTLP endpoint a configuration exports to, by signal and spool key."""
     pairs = [*settings.otlp.items(), *(("traces", e.target) for e in settings.relay_span_endpoints),
              *(("logs", t) for t in settings.relay_log_targets),
              *(("metrics", t) for t in settings.relay_metric_targets)]
-    return {endpoint_key(t.protocol, t.endpoint, t.headers): (signal, t) for signal, t in pairs}
+    return {(signal, endpoint_key(t.protocol, t.endpoint, t.headers)): t for signal, t in pairs}
 
 
 # -- one batch ---------------------------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ class Resender:
         self._idle = threading.Event()
         self._idle.set()
         self._spool: Spool | None = None
-        self._targets: dict[str, tuple[str, Any]] = {}
+        self._targets: dict[tuple[str, str], Any] = {}
         self._thread: threading.Thread | None = None
         self._backoff: dict[str, tuple[float, float]] = {}  # key -> (monotonic time of the next try, last delay)
         self._exporters = Exporters()
@@ -221,7 +221,8 @@ class Resender:
                 self._wake.set()
                 return
             self._stopped.clear()
-            self._backoff = {k: v for k, v in self._backoff.items() if k in self._targets}
+            keys = {key for _, key in self._targets}
+            self._backoff = {k: v for k, v in self._backoff.items() if k in keys}
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="hermes-otel-resend", daemon=True)
                 self._thread.start()
@@ -278,7 +279,7 @@ class Resender:
             started = time.monotonic()
             self._idle.clear()
             try:
-                outcome = send_entry(spool, entry, targets[entry.key][1], self._exporters)
+                outcome = send_entry(spool, entry, targets[entry.signal, entry.key], self._exporters)
             except Exception as exc:  # noqa: BLE001 - the sender must survive anything
                 outcome = Outcome("retry", detail=f"{type(exc).__name__}: {exc}")
             finally:
@@ -290,7 +291,7 @@ class Resender:
                 continue
             if outcome.kind == "sent":
                 self._backoff.pop(entry.key, None)
-                health.success(targets[entry.key][1].endpoint)  # live exports go to the network again
+                health.success(targets[entry.signal, entry.key].endpoint)  # live exports go to the network again
             elif outcome.kind == "stray":  # not a batch we can open: said once, never tried again by this process
                 self._strays.add(entry.path)
                 _log.once(f"spool-stray:{entry.path}", "hermes-otel: spool: %s",
@@ -314,8 +315,7 @@ class Resender:
         return None
 
     def _sendable(self, entry: Entry, targets: Targets, now: float) -> bool:
-        target = targets.get(entry.key)
-        if target is None or target[0] != entry.signal or entry.path in self._strays:
+        if (entry.signal, entry.key) not in targets or entry.path in self._strays:
             return False
         retry_at = self._backoff.get(entry.key)
         return retry_at is None or retry_at[0] <= now
@@ -364,13 +364,13 @@ def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int
     exporters = Exporters()
     try:
         for entry in entries:
-            target = targets.get(entry.key)
-            if target is None or target[0] != entry.signal:
+            target = targets.get((entry.signal, entry.key))
+            if target is None:
                 report.no_target += 1
             elif entry.key in failing:
                 report.failed += 1
             else:
-                outcome = send_entry(spool, entry, target[1], exporters, paced=False)
+                outcome = send_entry(spool, entry, target, exporters, paced=False)
                 if outcome.kind == "sent":
                     report.sent += 1
                     report.items += outcome.items
@@ -380,7 +380,7 @@ def send_all(spool: Spool, targets: Targets, progress: Callable[[SendReport, int
                 elif outcome.kind == "retry":
                     report.failed += 1
                     failing.add(entry.key)
-                    report.problems[target[1].endpoint] = outcome.detail
+                    report.problems[target.endpoint] = outcome.detail
                 else:
                     setattr(report, outcome.kind, getattr(report, outcome.kind) + 1)
             if progress is not None:
