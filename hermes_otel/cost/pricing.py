@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import threading
 import types
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -34,6 +33,7 @@ from .. import semconv as sc
 from .._internal import log as _log
 from .._internal.safety import report
 from ..capture import hermes_compat
+from ..tracking.bounded import BoundedMap
 
 # -- names (documented in catalog.py) --------------------------------------------------------------------------
 USAGE_COST = "hermes.usage.cost"  # USD, on a chat span
@@ -220,12 +220,11 @@ class CostLedger:
     def __init__(self, meter: Any = None, *, pricing: HermesPricing | None = None, max_entries: int = 4096,
                  profile: str | None = None) -> None:
         self._pricing = pricing or _shared_pricing
-        self._max = max_entries
-        self._lock = threading.Lock()
-        self._turns: OrderedDict[str, Totals] = OrderedDict()
-        self._sessions: OrderedDict[str, Totals] = OrderedDict()
-        self._subagents: OrderedDict[str, Totals] = OrderedDict()  # child session id -> its subtree
-        self._links: OrderedDict[str, _Link] = OrderedDict()  # child session id -> where it was delegated from
+        self._lock = threading.Lock()  # a price's additions to every roll-up, together
+        self._turns: BoundedMap[str, Totals] = BoundedMap(max_entries)
+        self._sessions: BoundedMap[str, Totals] = BoundedMap(max_entries)
+        self._subagents: BoundedMap[str, Totals] = BoundedMap(max_entries)  # child session id -> its subtree
+        self._links: BoundedMap[str, _Link] = BoundedMap(max_entries)  # child session id -> where it was delegated from
         self._profile = profile
         self._profile_known = profile is not None
         self._counter = None
@@ -247,8 +246,7 @@ class CostLedger:
             return
         link = _Link(_scalar(payload.get("parent_session_id")) or "", _scalar(payload.get("parent_turn_id")) or "",
                      _scalar(payload.get("child_role")) or "")
-        with self._lock:
-            self._put(self._links, child, link)
+        self._links.put(child, link)
 
     def record(self, span: Any, request: Any, context: Mapping[str, Any], response: Any,
                attributes: dict[str, Any] | None = None) -> Price | None:
@@ -326,29 +324,15 @@ class CostLedger:
 
     def adopt(self, other: CostLedger) -> None:
         """Take over another ledger's totals (configuration reload)."""
-        with other._lock:
-            taken = [(name, getattr(other, name)) for name in ("_turns", "_sessions", "_subagents", "_links")]
-            for name, _ in taken:
-                setattr(other, name, OrderedDict())
-        with self._lock:
-            for name, values in taken:
-                for key, value in values.items():
-                    self._put(getattr(self, name), key, value)
+        with other._lock, self._lock:
+            for name in ("_turns", "_sessions", "_subagents", "_links"):
+                getattr(self, name).adopt(getattr(other, name))
 
-    def _total(self, table: OrderedDict[str, Totals], key: str) -> Totals:
-        totals = table.get(key)
-        if totals is None:
-            totals = Totals()
-            self._put(table, key, totals)
-        else:
-            table.move_to_end(key)
+    @staticmethod
+    def _total(table: BoundedMap[str, Totals], key: str) -> Totals:
+        totals = table.get(key) or Totals()
+        table.put(key, totals)  # the newest now: the oldest untouched goes first
         return totals
-
-    def _put(self, table: OrderedDict, key: str, value: Any) -> None:
-        table[key] = value
-        table.move_to_end(key)
-        while len(table) > self._max:
-            table.popitem(last=False)
 
 
 # -- reading it back (view, hermes-otel cost) ---------------------------------------------------------------------

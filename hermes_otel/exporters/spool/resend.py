@@ -130,8 +130,7 @@ class Exporters:
 
     def __init__(self) -> None:
         install_log_filter()  # the SDK exporter's warnings inside a re-send stay at DEBUG
-        self._made: dict[tuple[Any, ...], Any] = {}
-        self._lock = threading.Lock()
+        self._made: dict[tuple[Any, ...], Any] = {}  # used by one thread: the sender's, or `spool send`'s
 
     def get(self, signal: str, target: Any) -> tuple[Any, Any]:
         """The exporter, and its HTTP session (None for gRPC)."""
@@ -139,15 +138,12 @@ class Exporters:
 
         key = (signal, target.endpoint, target.protocol, tuple(sorted(target.headers.items())), target.timeout_s,
                target.compression)
-        with self._lock:
-            made = self._made.get(key)
-            if made is None:
-                made = self._made[key] = sdk_exporter(signal, target)
-            return made
+        if key not in self._made:
+            self._made[key] = sdk_exporter(signal, target)
+        return self._made[key]
 
     def close(self) -> None:
-        with self._lock:
-            made, self._made = [exporter for exporter, _ in self._made.values()], {}
+        made, self._made = [exporter for exporter, _ in self._made.values()], {}
         for exporter in made:
             try:
                 exporter.shutdown()
