@@ -25,7 +25,7 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, NamedTuple, TypeGuard
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
 from opentelemetry import trace
 
@@ -33,7 +33,9 @@ from .. import semconv as sc
 from .._internal import log as _log
 from .._internal.safety import report
 from ..capture import hermes_compat
-from ..tracking.bounded import BoundedMap
+
+if TYPE_CHECKING:
+    from ..tracking.bounded import BoundedMap
 
 # -- names (documented in catalog.py) --------------------------------------------------------------------------
 USAGE_COST = "hermes.usage.cost"  # USD, on a chat span
@@ -219,6 +221,8 @@ class CostLedger:
 
     def __init__(self, meter: Any = None, *, pricing: HermesPricing | None = None, max_entries: int = 4096,
                  profile: str | None = None) -> None:
+        from ..tracking.bounded import BoundedMap  # (the tracking package imports this module)
+
         self._pricing = pricing or _shared_pricing
         self._lock = threading.Lock()  # a price's additions to every roll-up, together
         self._turns: BoundedMap[str, Totals] = BoundedMap(max_entries)

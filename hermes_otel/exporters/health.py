@@ -32,8 +32,6 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from .._internal import log as _log
 from ..redaction.masking import OTLP_EXPORTER_LOGGERS
 
-EXPORTER_LOGGERS = OTLP_EXPORTER_LOGGERS
-
 current = threading.local()  # .export: who exports (.signal, .report(record)) while one of our exports runs
 
 
@@ -60,16 +58,9 @@ class ExportHealth:
             spool = self.spooled_to.get(endpoint)
             consequence = (f"what it cannot take is kept in the spool {spool} and re-sent once it answers"
                            if spool else "telemetry is dropped while this lasts")
-            _log.once(
-                f"export-failing:{collector}",
-                "hermes-otel: cannot export to %s (%s, first seen exporting %s); %s (Hermes is unaffected; "
-                "repeats are logged at DEBUG)",
-                collector,
-                reason,
-                signal,
-                consequence,
-                per_process=True,  # a plugin reload does not make a dead collector news again
-            )
+            _log.once(f"export-failing:{collector}", "hermes-otel: cannot export to %s (%s, first seen exporting %s); "
+                      "%s (Hermes is unaffected; repeats are logged at DEBUG)", collector, reason, signal, consequence,
+                      per_process=True)  # a plugin reload does not make a dead collector news again
         except Exception:  # noqa: BLE001 - the reporter must not become the failure
             pass
 
@@ -147,9 +138,10 @@ class _SkipsFailingFlush:
         self.endpoint: str | None = endpoint if isinstance(endpoint, str) else None
 
     def force_flush(self, timeout_millis: int | None = 30000) -> bool:
-        if self.endpoint is not None and health.any_failing(frozenset((self.endpoint,))):
-            return False
-        return super().force_flush(timeout_millis)  # type: ignore[misc]
+        return not self._failing() and super().force_flush(timeout_millis)  # type: ignore[misc]
+
+    def _failing(self) -> bool:
+        return self.endpoint is not None and health.any_failing(frozenset((self.endpoint,)))
 
 
 class OurBatchSpanProcessor(_SkipsFailingFlush, BatchSpanProcessor):
@@ -245,9 +237,6 @@ class OurBatchLogRecordProcessor(_SkipsFailingFlush, BatchLogRecordProcessor):
         super().__init__(_Counted(exporter, self._room), schedule_delay_millis, max_export_batch_size,
                          export_timeout_millis, max_queue_size, **kwargs)
 
-    def _failing(self) -> bool:
-        return self.endpoint is not None and health.any_failing(frozenset((self.endpoint,)))
-
     def on_emit(self, log_record: Any) -> None:
         self._room.add()
         current.queueing = "logs"
@@ -269,7 +258,7 @@ _queue_filter = _CountQueueFull()
 
 def install_log_filter() -> None:
     """Idempotent: logging keeps one instance of a filter per logger."""
-    for name in EXPORTER_LOGGERS:
+    for name in OTLP_EXPORTER_LOGGERS:
         logger = logging.getLogger(name)
         if _filter not in logger.filters:  # first: the SDK's DuplicateFilter must not hide a failure's reason
             logger.filters.insert(0, _filter)
@@ -280,8 +269,6 @@ def install_log_filter() -> None:
         for old in [f for f in queue_logger.filters if getattr(f, "hermes_otel_queue_full", False)]:
             queue_logger.removeFilter(old)
         queue_logger.filters.insert(0, _queue_filter)
-
-
 
 
 def _collector(endpoint: str) -> str:
