@@ -19,12 +19,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermes_otel.config import OTLPTarget
-from hermes_otel.exporters.spool.decode import pieces, to_request
+from hermes_otel.exporters.spool.decode import pieces
 from hermes_otel.exporters.spool.resend import send_all
 from hermes_otel.exporters.spool.store import Requests, Spool, endpoint_key
 from tests.harness.otlp_receiver import OTLPReceiver
 from tests.unit.test_fuzz import FUZZ
 from tests.unit.test_hostile_config import within
+
+
+def to_request(signal: str, requests, *, paced: bool = True):
+    """One batch of all of `requests`: (batch, items, bad lines), one piece without a size limit."""
+    return next(pieces(signal, requests, paced=paced, limit=None))
 
 VALID = {
     "traces": {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "s"}}]},

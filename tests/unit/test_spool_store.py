@@ -33,12 +33,17 @@ from hermes_otel.config import OTLPTarget
 from hermes_otel.exporters.file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 from hermes_otel.exporters.health import health
 from hermes_otel.exporters.spool import delivery
-from hermes_otel.exporters.spool.decode import to_request
+from hermes_otel.exporters.spool.decode import pieces
 from hermes_otel.exporters.spool.resend import REJECTED_HTTP, send_all
 from hermes_otel.exporters.spool.store import Spool, endpoint_key, read_requests, stats
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
 from tests.harness.otlp_receiver import OTLPReceiver
+
+
+def to_request(signal: str, requests, *, paced: bool = True):
+    """One batch of all of `requests`: (batch, items, bad lines), one piece without a size limit."""
+    return next(pieces(signal, requests, paced=paced, limit=None))
 
 ROOT = Path(__file__).resolve().parents[2]
 RESOURCE = Resource({"service.name": "spool-test", "service.instance.id": "i-1"})

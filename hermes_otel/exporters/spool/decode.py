@@ -75,11 +75,6 @@ def pieces(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = 
         yield (_batch(signal, batch) if converted else None), items, bad
 
 
-def to_request(signal: str, requests: Iterable[Mapping[str, Any]], *, paced: bool = True) -> tuple[Any, int, int]:
-    """One batch of all of `requests`: one piece without a size limit."""
-    return next(pieces(signal, requests, paced=paced, limit=None))
-
-
 def _batch(signal: str, decoded: list[Any]) -> Any:
     return MetricsData(resource_metrics=decoded) if signal == "metrics" else decoded
 

@@ -178,12 +178,9 @@ class _Spooling:
             except UnsafePath:
                 pass  # said once for the directory by the check itself
             except OSError as exc:
-                _log.once(
-                    f"spool-write:{spool.directory}",
-                    "hermes-otel: cannot write to the spool %s (%s); telemetry that cannot be delivered is dropped "
-                    "and counted in %s (Hermes is unaffected; repeats are logged at DEBUG)",
-                    spool.directory, exc.strerror or exc, DROPPED_METRIC, per_process=True,
-                )
+                _log.once(f"spool-write:{spool.directory}", "hermes-otel: cannot write to the spool %s (%s); telemetry "
+                          "that cannot be delivered is dropped and counted in %s (Hermes is unaffected; repeats are "
+                          "logged at DEBUG)", spool.directory, exc.strerror or exc, DROPPED_METRIC, per_process=True)
             except Exception as exc:  # noqa: BLE001 - a batch that cannot be encoded is dropped, said once
                 _log.once(f"spool-encode:{self.signal}", "hermes-otel: cannot encode a %s batch for the spool (%r); "
                           "it is dropped and counted", self.signal, exc, per_process=True)
