@@ -128,11 +128,11 @@ def _histogram_point(point: Any, exponential: bool) -> dict[str, Any]:
         for key, buckets in (("positive", point.positive), ("negative", point.negative)):
             if buckets.bucket_counts:
                 out[key] = {"offset": _check(buckets.offset, _INT32_LIMIT, _INT32_MIN)} if buckets.offset else {}
-                out[key]["bucketCounts"] = [str(_check(c, _UINT64_LIMIT)) for c in buckets.bucket_counts]
+                out[key]["bucketCounts"] = _u64_list(buckets.bucket_counts)
         _put_u32(out, "flags", point.flags)
     else:
         if point.bucket_counts:
-            out["bucketCounts"] = [str(_check(c, _UINT64_LIMIT)) for c in point.bucket_counts]
+            out["bucketCounts"] = _u64_list(point.bucket_counts)
         if point.explicit_bounds:
             out["explicitBounds"] = [_double(b) for b in point.explicit_bounds]
     exemplars = _exemplars(point.exemplars)
@@ -550,6 +550,11 @@ def _put_u64(out: dict[str, Any], key: str, value: Any) -> None:
     value = _proto_u64(value)
     if value:
         out[key] = str(value)
+
+
+def _u64_list(values: Sequence[Any]) -> list[str]:
+    """A repeated uint64 field (bucket counts), the plain ints in range without a call each."""
+    return [str(v) if type(v) is int and 0 <= v < _UINT64_LIMIT else str(_check(v, _UINT64_LIMIT)) for v in values]
 
 
 def _put_u32(out: dict[str, Any], key: str, value: Any) -> None:
