@@ -22,6 +22,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.poolmanager import ProxyManager
 
 SDK_HEADERS = frozenset({"content-type", "user-agent", "content-encoding"})  # the SDK's own; the rest came from env
 
@@ -68,17 +69,18 @@ class ExporterSession(requests.Session):
     def close(self) -> None:
         self.hermes_closed = True
         for connection in list(self.hermes_sockets):
-            sock = getattr(connection, "sock", None)
-            if sock is not None:
+            twin = connection.hermes_twin
+            if twin is not None:
                 try:
-                    sock.shutdown(socket.SHUT_RDWR)  # a read blocked on it returns at once
+                    twin.shutdown(socket.SHUT_RDWR)  # a read blocked on the connection returns at once
                 except OSError:
                     pass
         super().close()
 
 
 class _AbortableAdapter(HTTPAdapter):
-    """Remembers every connection it opens, so the session can cut them (urllib3's pools only keep idle ones)."""
+    """Remembers every connection it opens, so the session can cut them (urllib3's pools only keep idle ones),
+    through an environment's HTTP(S) proxy too."""
 
     def __init__(self, sockets: weakref.WeakSet[Any]) -> None:
         self.hermes_sockets = sockets
@@ -88,15 +90,32 @@ class _AbortableAdapter(HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
         sockets = self.hermes_sockets
 
-        def tracked(base: Any) -> Any:  # the connection class, adding each connection it opens to `sockets`
-            def connect(connection: Any) -> None:
-                base.connect(connection)
-                sockets.add(connection)
+        class Tracked:
+            hermes_twin: socket.socket | None = None
 
-            return type(base.__name__, (base,), {"connect": connect})
+            def _new_conn(self) -> socket.socket:
+                sock = super()._new_conn()  # type: ignore[misc]
+                # A second descriptor of the same connection: shutting it down cuts the connection even while a
+                # TLS handshake that never answers holds it (the TLS socket takes over `sock`'s descriptor first).
+                self.hermes_twin = sock.dup()
+                sockets.add(self)
+                return sock
+
+            def close(self) -> None:
+                super().close()  # type: ignore[misc]
+                twin, self.hermes_twin = self.hermes_twin, None
+                if twin is not None:
+                    twin.close()
 
         self.poolmanager.pool_classes_by_scheme = {
-            "http": type("Pool", (HTTPConnectionPool,), {"ConnectionCls": tracked(HTTPConnection)}),
-            "https": type("TLSPool", (HTTPSConnectionPool,), {"ConnectionCls": tracked(HTTPSConnection)}),
+            "http": type("Pool", (HTTPConnectionPool,),
+                         {"ConnectionCls": type("Connection", (Tracked, HTTPConnection), {})}),
+            "https": type("TLSPool", (HTTPSConnectionPool,),
+                          {"ConnectionCls": type("TLSConnection", (Tracked, HTTPSConnection), {})}),
         }
 
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if type(manager) is ProxyManager:  # a SOCKS proxy keeps its own connection classes
+            manager.pool_classes_by_scheme = self.poolmanager.pool_classes_by_scheme
+        return manager

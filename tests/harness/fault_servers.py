@@ -11,7 +11,9 @@ Each is a real socket server (no mocks) that counts the requests it saw:
   (all of them when None), then 200;
 * ``FaultServer("reset")``: reads the headers and part of the body, then resets
   the connection (SO_LINGER 0 -> RST);
-* ``FaultServer("tls")``: TLS with a self-signed certificate for another host.
+* ``FaultServer("tls")``: TLS with a self-signed certificate for another host;
+* ``FaultServer("silent")``: accepts the connection and never reads or sends a byte (a TLS handshake or a
+  proxy's CONNECT that hangs); ``connections()`` counts what it accepted.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def self_signed_cert(directory: Path, host: str = "collector.other.invalid") -> 
 class FaultServer:
     def __init__(self, mode: str, *, status: int = 503, retry_after: str | None = None,
                  failures: int | None = None, delay_s: float = 5.0) -> None:
-        assert mode in ("blackhole", "slow", "status", "reset", "tls"), mode
+        assert mode in ("blackhole", "slow", "status", "reset", "tls", "silent"), mode
         self.mode, self.status, self.retry_after = mode, status, retry_after
         self.failures, self.delay_s = failures, delay_s
         self.requests: list[tuple[float, str]] = []  # (monotonic arrival, path)
@@ -85,6 +87,10 @@ class FaultServer:
     def count(self, path_prefix: str = "") -> int:
         with self._lock:
             return sum(1 for _, p in self.requests if p.startswith(path_prefix))
+
+    def connections(self) -> int:
+        with self._lock:
+            return len(self._conns)
 
     def __enter__(self) -> FaultServer:
         threading.Thread(target=self._accept, name=f"fault-{self.mode}", daemon=True).start()
@@ -113,6 +119,9 @@ class FaultServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        if self.mode == "silent":
+            self._stop.wait()
+            return
         try:
             if self._ssl is not None:
                 try:
