@@ -32,7 +32,6 @@ from opentelemetry.trace import SpanKind
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord
     from opentelemetry.sdk.metrics.export import MetricsData
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 __all__ = ["encode_logs_json", "encode_metrics_json", "encode_spans_json"]
 
@@ -239,10 +238,14 @@ def _request(resources: Groups, resources_key: str, scopes_key: str, items_key: 
     for resource, scopes in resources.items():
         scope_entries = []
         for scope, items in scopes.items():
-            scope_entry: dict[str, Any] = {"scope": _encode_scope(scope)}
+            scope_json: dict[str, Any] = {}
+            scope_entry: dict[str, Any] = {"scope": scope_json}
             if items:  # (a metrics scope may have none; a scope of spans or log records always has some)
                 scope_entry[items_key] = items
             if scope is not None:
+                _put_str(scope_json, "name", scope.name)
+                _put_str(scope_json, "version", scope.version)
+                _put_attributes(scope_json, scope.attributes)
                 _put_str(scope_entry, "schemaUrl", scope.schema_url)
             scope_entries.append(scope_entry)
         resource_json: dict[str, Any] = {}
@@ -253,15 +256,6 @@ def _request(resources: Groups, resources_key: str, scopes_key: str, items_key: 
         _put_str(entry, "schemaUrl", resource.schema_url)
         out.append(entry)
     return {resources_key: out}
-
-
-def _encode_scope(scope: InstrumentationScope | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if scope is not None:
-        _put_str(out, "name", scope.name)
-        _put_str(out, "version", scope.version)
-        _put_attributes(out, scope.attributes)
-    return out
 
 
 def _encode_span(span: ReadableSpan) -> dict[str, Any]:
@@ -345,10 +339,8 @@ def _encode_event(event: Any) -> dict[str, Any]:
 
 def _encode_link(link: Any) -> dict[str, Any]:
     context = link.context
-    out: dict[str, Any] = {
-        "traceId": context.trace_id.to_bytes(16, "big").hex(),
-        "spanId": context.span_id.to_bytes(8, "big").hex(),
-    }
+    out: dict[str, Any] = {"traceId": context.trace_id.to_bytes(16, "big").hex(),
+                           "spanId": context.span_id.to_bytes(8, "big").hex()}
     _put_attributes(out, link.attributes)
     _put_u32(out, "droppedAttributesCount", link.dropped_attributes)
     out["flags"] = _FLAGS_HAS_IS_REMOTE | _FLAGS_IS_REMOTE if context.is_remote else _FLAGS_HAS_IS_REMOTE
