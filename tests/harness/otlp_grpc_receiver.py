@@ -20,20 +20,28 @@ class OTLPGrpcReceiver(
     logs_service_pb2_grpc.LogsServiceServicer,
     metrics_service_pb2_grpc.MetricsServiceServicer,
 ):
-    def __init__(self, *, answer: grpc.StatusCode | None = None) -> None:
-        """`answer`: a status every Export fails with instead of receiving (an endpoint that refuses)."""
-        self.answer = answer
+    def __init__(self, *, answer: grpc.StatusCode | None = None, hang: bool = False, port: int = 0,
+                 identity_only: bool = False) -> None:
+        """`answer`: a status every Export fails with instead of receiving (an endpoint that refuses); `hang`: every
+        Export is taken and never answered (until the receiver stops); `port`: a fixed one (a collector back on its
+        address); `identity_only`: gRPC's own compression setting allows no compression, so the server refuses a
+        compressed request (UNIMPLEMENTED) before any handler: proof of what the client sent."""
+        self.answer, self.hang = answer, hang
         self.refused = 0
+        self.hung = 0
+        self.on_hang: Callable[[int], None] | None = None  # told the count of calls hung so far, as each one hangs
+        self._release = threading.Event()
         self._lock = threading.Lock()
         self._spans: list[RecvSpan] = []
         self.log_requests = 0
         self.metric_requests = 0
         self.metadata: list[dict[str, str]] = []  # each request's headers
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        options = [("grpc.compression_enabled_algorithms_bitset", 1)] if identity_only else []  # bit 0: identity
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=options)
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self._server)
         logs_service_pb2_grpc.add_LogsServiceServicer_to_server(self, self._server)
         metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(self, self._server)
-        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self.port = self._server.add_insecure_port(f"127.0.0.1:{port}")
 
     @property
     def endpoint(self) -> str:
@@ -44,6 +52,7 @@ class OTLPGrpcReceiver(
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._release.set()
         self._server.stop(grace=None)
 
     # gRPC service methods (one Export per service; dispatched by request type)
@@ -52,6 +61,13 @@ class OTLPGrpcReceiver(
             with self._lock:
                 self.refused += 1
             context.abort(self.answer, f"refused with {self.answer.name}")
+        if self.hang:
+            with self._lock:
+                self.hung += 1
+                if self.on_hang is not None:
+                    self.on_hang(self.hung)
+            self._release.wait()
+            context.abort(grpc.StatusCode.UNAVAILABLE, "stopped")
         with self._lock:
             self.metadata.append({k: v for k, v in context.invocation_metadata() if isinstance(v, str)})
             if isinstance(request, trace_service_pb2.ExportTraceServiceRequest):

@@ -244,15 +244,6 @@ def test_a_batch_answered_with_any_other_grpc_error_is_kept(tmp_path: Path, code
     assert report.problems == {receiver.endpoint: f"gRPC {code}"} and len(spool.entries()) == 1
 
 
-def test_a_grpc_batch_refused_as_invalid_is_removed(tmp_path: Path) -> None:
-    import grpc
-
-    with OTLPGrpcReceiver(answer=grpc.StatusCode.INVALID_ARGUMENT) as receiver:
-        spool, targets, _ = _spooled(tmp_path, receiver.endpoint, "grpc")
-        report = send_all(spool, targets)
-    assert report.rejected == 1 and spool.entries() == []
-
-
 def test_the_reliability_page_names_exactly_the_statuses_that_remove_a_batch() -> None:
     page = " ".join((ROOT / "docs" / "reliability.md").read_text().split())
     removed = ", ".join(str(s) for s in sorted(REJECTED_HTTP))
