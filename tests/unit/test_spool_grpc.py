@@ -245,3 +245,49 @@ def test_a_process_exits_at_once_with_its_live_export_and_a_re_send_hung_on_a_gr
     exit_s = ended - float(done.stdout.split()[-1])
     assert exit_s < 20, exit_s  # the calls would have waited 60 s; measured about 0.15 s
     assert sorted(spooled_spans(spool)) == [2, 3]  # the re-sent batch kept, the live one spooled
+
+
+# -- where the gRPC status comes from ---------------------------------------------------------------------------------
+# The SDK's gRPC exporter answers an export with SUCCESS or FAILURE only; the status is in its log line ("error code:
+# StatusCode.INVALID_ARGUMENT"), which the re-sender reads. Its self-metrics carry it too (rpc.response.status_code),
+# but only behind a process-wide switch (below): reading them would mean setting that switch for every SDK component
+# of the host, so the log line stays the source, and a host that silences it costs a kept batch, never a lost one.
+
+GRPC_EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.grpc.exporter"
+
+
+def test_with_the_grpc_exporter_log_silenced_an_invalid_batch_is_kept_never_lost(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(logging.getLogger(GRPC_EXPORTER_LOGGER), "disabled", True)  # a host silences it
+    with OTLPGrpcReceiver(answer=grpc.StatusCode.INVALID_ARGUMENT) as receiver:
+        spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+        key = endpoint_key("grpc", receiver.endpoint)
+        spool.put("traces", key, [encode_spans_json(spans())])
+        before = stats.evicted[("traces", "rejected")]
+        report = send_all(spool, {("traces", key): OTLPTarget(receiver.endpoint, "grpc", {}, 2.0, "none")})
+        assert receiver.refused == 1
+    assert (report.sent, report.rejected, report.failed) == (0, 0, 1) and len(spool.entries()) == 1
+    assert stats.evicted[("traces", "rejected")] == before  # kept until spool_max_age, like any other failure
+
+
+@pytest.mark.parametrize("switch", ["", "true"])
+def test_the_grpc_exporter_reports_its_status_in_metrics_only_behind_a_process_wide_switch(monkeypatch,
+                                                                                           switch: str) -> None:
+    """SDK contract (1.45): a private MeterProvider given to the exporter records nothing unless the environment
+    has OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED=true when the exporter is made. If this changes, the re-sender could
+    read the status from there instead of the log line."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    monkeypatch.setenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", switch)
+    with OTLPGrpcReceiver(answer=grpc.StatusCode.INVALID_ARGUMENT) as receiver:
+        reader = InMemoryMetricReader()
+        exporter = OTLPSpanExporter(endpoint=receiver.endpoint, insecure=True, timeout=2,
+                                    meter_provider=MeterProvider(metric_readers=[reader]))
+        assert exporter.export(spans()).name == "FAILURE"
+        exporter.shutdown()
+    data = reader.get_metrics_data()
+    statuses = [p.attributes["rpc.response.status_code"] for rm in (data.resource_metrics if data else [])
+                for sm in rm.scope_metrics for m in sm.metrics for p in m.data.data_points
+                if "rpc.response.status_code" in (p.attributes or {})]
+    assert statuses == (["INVALID_ARGUMENT"] if switch else [])

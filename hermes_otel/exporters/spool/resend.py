@@ -44,6 +44,10 @@ IDLE_RESCAN_S = 5.0  # how often an idle sender looks for batches spooled by oth
 CAPS_EVERY_S = 60.0  # how often the sender enforces the spool's caps (age)
 REJECTED_HTTP = frozenset({400, 413, 422})  # the batch itself is refused: sending it again cannot help
 REJECTED_GRPC = "INVALID_ARGUMENT"
+# The gRPC status, read from the SDK exporter's log line: its export answers only SUCCESS or FAILURE, and its
+# self-metrics (rpc.response.status_code) are recorded only with the process-wide switch
+# OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED, which would turn them on for the host's SDK components too. A host that
+# silences that logger leaves an INVALID_ARGUMENT batch kept, never lost (tests/unit/test_spool_grpc.py).
 _GRPC_CODE = re.compile(r"\bStatusCode\.([A-Z_]+)\b")
 
 
