@@ -12,7 +12,14 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from tests.harness.otlp_receiver import RecvSpan, _decode_spans
+from tests.harness.otlp_receiver import (
+    RecvLog,
+    RecvMetric,
+    RecvSpan,
+    _decode_logs,
+    _decode_metrics,
+    _decode_spans,
+)
 
 
 class OTLPGrpcReceiver(
@@ -33,6 +40,8 @@ class OTLPGrpcReceiver(
         self._release = threading.Event()
         self._lock = threading.Lock()
         self._spans: list[RecvSpan] = []
+        self._logs: list[RecvLog] = []
+        self._metrics: list[RecvMetric] = []
         self.log_requests = 0
         self.metric_requests = 0
         self.metadata: list[dict[str, str]] = []  # each request's headers
@@ -75,19 +84,40 @@ class OTLPGrpcReceiver(
                 return trace_service_pb2.ExportTraceServiceResponse()
             if isinstance(request, logs_service_pb2.ExportLogsServiceRequest):
                 self.log_requests += 1
+                self._logs.extend(_decode_logs(request))
                 return logs_service_pb2.ExportLogsServiceResponse()
             self.metric_requests += 1
+            self._metrics.extend(_decode_metrics(request))
             return metrics_service_pb2.ExportMetricsServiceResponse()
 
     def spans(self) -> list[RecvSpan]:
         with self._lock:
             return list(self._spans)
 
+    def logs(self) -> list[RecvLog]:
+        with self._lock:
+            return list(self._logs)
+
+    def metrics(self) -> list[RecvMetric]:
+        """Every metric received, in order (cumulative: the last one with a name is current)."""
+        with self._lock:
+            return list(self._metrics)
+
     def wait_for_spans(self, predicate: Callable[[list[RecvSpan]], bool], timeout: float = 10) -> list[RecvSpan]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            spans = self.spans()
-            if predicate(spans):
-                return spans
-            time.sleep(0.05)
-        raise AssertionError(f"gRPC receiver: condition not met; got {[s.name for s in self.spans()]}")
+        return _wait(self.spans, predicate, timeout, "spans")
+
+    def wait_for_logs(self, predicate: Callable[[list[RecvLog]], bool], timeout: float = 10) -> list[RecvLog]:
+        return _wait(self.logs, predicate, timeout, "logs")
+
+    def wait_for_metrics(self, predicate: Callable[[list[RecvMetric]], bool], timeout: float = 10) -> list[RecvMetric]:
+        return _wait(self.metrics, predicate, timeout, "metrics")
+
+
+def _wait(read: Callable[[], list], predicate: Callable[[list], bool], timeout: float, what: str) -> list:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = read()
+        if predicate(got):
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"gRPC receiver: condition on {what} not met; got {[getattr(x, 'name', x) for x in read()]}")

@@ -23,6 +23,7 @@ import pytest
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 from tests.harness.hermes import BIN, clean_env, hermes_chat_timed, start_chat, write_home
+from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
 from tests.harness.otlp_receiver import OTLPReceiver
 
 pytestmark = pytest.mark.hermes
@@ -197,6 +198,29 @@ def test_a_run_the_collector_missed_is_delivered_whole_by_the_next_run(fault, ll
     assert spool_files(home) == []
     print(f"\n[spool] {fault}: our exit work {first.ours_s:.3f}s (healthy {healthy_exit_s:.3f}s); the process's "
           f"way out {first.exit_s:.3f}s")
+
+
+@pytest.mark.parametrize("fault", ["hang", "refused"])
+def test_a_run_a_grpc_collector_missed_is_delivered_whole_by_the_next_run(fault, llm, tmp_path, healthy_exit_s):
+    """The same over OTLP/gRPC (one address, one spool key for the three signals): a gRPC collector that takes every
+    call and never answers, or nothing listening; the run exits within the bound with its batches spooled, and the
+    next `hermes chat` delivers every span, log record and metric point once to a gRPC collector on that address."""
+    home = _home(tmp_path, llm)
+    server = OTLPGrpcReceiver(hang=True) if fault == "hang" else None
+    endpoint = server.endpoint if server is not None else refused_endpoint()
+    with server if server is not None else contextlib.nullcontext():
+        first = _run(llm, home, endpoint, "first", OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
+        if server is not None:
+            assert server.hung >= 1  # it really took a call (and never answered)
+    recorded = Recorded(home)
+    assert first.ours_s <= EXIT_BOUND_S, (first.ours_s, healthy_exit_s)
+    assert {p.parent.name for p in spool_files(home)} == {"traces", "logs", "metrics"}
+
+    with OTLPGrpcReceiver(port=_port(endpoint)) as receiver:
+        _run(llm, home, endpoint, "second", OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
+        assert_delivered_whole_and_once(receiver, recorded)
+    assert spool_files(home) == []
+    print(f"\n[spool] gRPC {fault}: our exit work {first.ours_s:.3f}s (healthy {healthy_exit_s:.3f}s)")
 
 
 def test_a_slow_collector_costs_no_exit_time_and_duplicates_only_what_it_received(llm, tmp_path, healthy_exit_s):
