@@ -3,9 +3,10 @@
 * Exactly our headers: the SDK merges the environment's OTEL_EXPORTER_OTLP_*HEADERS under the headers it is given,
   re-reading values our configuration refused (a control character, a malformed pair); the session sends the SDK's
   own protocol headers (content type, user agent, content encoding) and our validated headers, nothing else.
-* Closing aborts what is in flight: the SDK exporter's `shutdown()` closes its session; a request waiting on a
-  collector that accepted the connection and never answers then fails at once instead of after the exporter's
-  timeout, and no new request starts. So shutting the exporter down bounds an export (exporters/spool/delivery.py).
+* Closing aborts what is in flight: the SDK exporter's `shutdown()` closes its session; a request stuck at any
+  stage (a connect a firewall never answers, a TLS handshake or a proxy that hangs, a collector that accepted the
+  request and never answers) then fails at once instead of after the exporter's timeout, and no new request
+  starts. So shutting the exporter down bounds an export (exporters/spool/delivery.py).
 * The last HTTP status it saw, per thread: the SDK exporter answers only success or failure, and the re-sender
   must tell a refused batch (HTTP 400, 413, 422: removed) from an unreachable endpoint (kept).
 """
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import weakref
 from collections.abc import Mapping
@@ -22,7 +24,9 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.poolmanager import ProxyManager
+from urllib3.util.connection import allowed_gai_family
 
 SDK_HEADERS = frozenset({"content-type", "user-agent", "content-encoding"})  # the SDK's own; the rest came from env
 
@@ -94,12 +98,7 @@ class _AbortableAdapter(HTTPAdapter):
             hermes_twin: socket.socket | None = None
 
             def _new_conn(self) -> socket.socket:
-                sock = super()._new_conn()  # type: ignore[misc]
-                # A second descriptor of the same connection: shutting it down cuts the connection even while a
-                # TLS handshake that never answers holds it (the TLS socket takes over `sock`'s descriptor first).
-                self.hermes_twin = sock.dup()
-                sockets.add(self)
-                return sock
+                return _connect(self, sockets)
 
             def close(self) -> None:
                 super().close()  # type: ignore[misc]
@@ -119,3 +118,40 @@ class _AbortableAdapter(HTTPAdapter):
         if type(manager) is ProxyManager:  # a SOCKS proxy keeps its own connection classes
             manager.pool_classes_by_scheme = self.poolmanager.pool_classes_by_scheme
         return manager
+
+
+def _connect(conn: Any, sockets: weakref.WeakSet[Any]) -> socket.socket:
+    """urllib3's `_new_conn` (`create_connection` and its errors), with each socket known to the session before it
+    connects: `conn.hermes_twin` is a second descriptor of it, and shutting that down cuts the connection at any
+    stage: a connect in progress (a firewall that drops the SYN: Linux aborts it), a TLS handshake (the TLS socket
+    takes over the first descriptor), a CONNECT to a proxy, a request waiting for its answer."""
+    host = conn.host.strip("[]")
+    try:
+        addresses = socket.getaddrinfo(host, conn.port, allowed_gai_family(), socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise NameResolutionError(conn.host, conn, exc) from exc
+    error: OSError = OSError("getaddrinfo returns an empty list")
+    for family, kind, protocol, _, address in addresses:
+        sock = socket.socket(family, kind, protocol)
+        try:
+            for option in conn.socket_options or ():
+                sock.setsockopt(*option)
+            if conn.timeout is None or isinstance(conn.timeout, (int, float)):
+                sock.settimeout(conn.timeout)
+            if conn.source_address:
+                sock.bind(conn.source_address)
+            conn.hermes_twin = sock.dup()
+            sockets.add(conn)
+            sock.connect(address)
+            sys.audit("http.client.connect", conn, conn.host, conn.port)
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+            twin, conn.hermes_twin = conn.hermes_twin, None
+            if twin is not None:
+                twin.close()
+    if isinstance(error, TimeoutError):
+        raise ConnectTimeoutError(conn, f"Connection to {conn.host} timed out. (connect timeout={conn.timeout})") \
+            from error
+    raise NewConnectionError(conn, f"Failed to establish a new connection: {error}") from error

@@ -13,7 +13,9 @@ Each is a real socket server (no mocks) that counts the requests it saw:
   the connection (SO_LINGER 0 -> RST);
 * ``FaultServer("tls")``: TLS with a self-signed certificate for another host;
 * ``FaultServer("silent")``: accepts the connection and never reads or sends a byte (a TLS handshake or a
-  proxy's CONNECT that hangs); ``connections()`` counts what it accepted.
+  proxy's CONNECT that hangs); ``connections()`` counts what it accepted;
+* ``FaultServer("unanswered")``: never accepts, and its accept queue is full, so the kernel drops every new
+  connection's SYN: a connect hangs as behind a firewall that drops packets.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def self_signed_cert(directory: Path, host: str = "collector.other.invalid") -> 
 class FaultServer:
     def __init__(self, mode: str, *, status: int = 503, retry_after: str | None = None,
                  failures: int | None = None, delay_s: float = 5.0) -> None:
-        assert mode in ("blackhole", "slow", "status", "reset", "tls", "silent"), mode
+        assert mode in ("blackhole", "slow", "status", "reset", "tls", "silent", "unanswered"), mode
         self.mode, self.status, self.retry_after = mode, status, retry_after
         self.failures, self.delay_s = failures, delay_s
         self.requests: list[tuple[float, str]] = []  # (monotonic arrival, path)
@@ -70,7 +72,7 @@ class FaultServer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._conns: list[socket.socket] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=0 if mode == "unanswered" else None)
         self._listener.settimeout(0.1)
         self.port = self._listener.getsockname()[1]
         self._ssl: ssl.SSLContext | None = None
@@ -93,6 +95,13 @@ class FaultServer:
             return len(self._conns)
 
     def __enter__(self) -> FaultServer:
+        if self.mode == "unanswered":  # fill the accept queue (Linux holds backlog + 1), then drop further SYNs
+            for _ in range(2):
+                filler = socket.socket()
+                filler.setblocking(False)
+                filler.connect_ex(("127.0.0.1", self.port))
+                self._conns.append(filler)
+            return self
         threading.Thread(target=self._accept, name=f"fault-{self.mode}", daemon=True).start()
         return self
 

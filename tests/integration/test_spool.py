@@ -175,17 +175,18 @@ def healthy_exit_s(llm, tmp_path_factory) -> float:
 # -- the collector down, hanging, slow ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fault", ["blackhole", "refused"])
+@pytest.mark.parametrize("fault", ["blackhole", "unanswered", "refused"])
 def test_a_run_the_collector_missed_is_delivered_whole_by_the_next_run(fault, llm, tmp_path, healthy_exit_s):
-    """A collector that hangs (accepts, never answers) or refuses for a whole session: the run exits within the
-    bound, its batches are spooled; back on the same address, the next `hermes chat` delivers them, once."""
+    """A collector that hangs (accepts, never answers), one a firewall hides (the connection is never answered) or
+    one that refuses, for a whole session: the run exits within the bound, its batches are spooled; back on the
+    same address, the next `hermes chat` delivers them, once."""
     home = _home(tmp_path, llm)
-    server = FaultServer("blackhole") if fault == "blackhole" else None
+    server = FaultServer(fault) if fault != "refused" else None
     endpoint = server.endpoint if server is not None else refused_endpoint()
     with server if server is not None else contextlib.nullcontext():
         first = _run(llm, home, endpoint, "first")
-        if server is not None:
-            assert server.count("/v1/traces") >= 1  # it really received (and never answered)
+        if fault == "blackhole":
+            assert server is not None and server.count("/v1/traces") >= 1  # it really received (and never answered)
     recorded = Recorded(home)
     assert first.ours_s <= EXIT_BOUND_S, (first.ours_s, healthy_exit_s)
     assert {p.parent.name for p in spool_files(home)} == {"traces", "logs", "metrics"}

@@ -347,30 +347,33 @@ def test_shutdown_spools_what_a_hanging_collector_never_acknowledged(tmp_path: P
     assert not health.any_failing(frozenset({url}))  # cut by us at the deadline: not reported as a failure
 
 
-@pytest.mark.parametrize("route", ["TLS handshake", "HTTP proxy", "CONNECT through an HTTPS proxy"])
+@pytest.mark.parametrize("route", ["TCP connect", "TLS handshake", "HTTP proxy", "CONNECT through an HTTPS proxy"])
 def test_shutdown_cuts_a_connection_that_never_answered_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               route: str) -> None:
-    """A collector whose TLS handshake hangs, or an environment proxy that takes the connection and never answers:
-    shutting down cuts the request as it does one waiting for an answer, and the batch goes to the spool."""
+    """A collector behind a firewall that drops the connection, one whose TLS handshake hangs, or an environment
+    proxy that takes the connection and never answers: shutting down cuts the request as it does one waiting for
+    an answer, and the batch goes to the spool."""
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
                  "https_proxy"):
         monkeypatch.delenv(name, raising=False)
     spool = Spool(tmp_path / "spool", 1 << 20, 86400)
-    with FaultServer("silent") as silent:
-        url = {"TLS handshake": f"https://127.0.0.1:{silent.port}/v1/traces",
+    with FaultServer("unanswered" if route == "TCP connect" else "silent") as silent:
+        url = {"TCP connect": f"http://127.0.0.1:{silent.port}/v1/traces",
+               "TLS handshake": f"https://127.0.0.1:{silent.port}/v1/traces",
                "HTTP proxy": "http://collector.example:4318/v1/traces",
                "CONNECT through an HTTPS proxy": "https://collector.example:4318/v1/traces"}[route]
-        if route != "TLS handshake":
+        if route not in ("TCP connect", "TLS handshake"):
             monkeypatch.setenv("HTTP_PROXY" if url.startswith("http:") else "HTTPS_PROXY",
                                f"http://127.0.0.1:{silent.port}")
         exporter = otlp_traces(url, spool)
         processor = BatchSpanProcessor(exporter, max_export_batch_size=2, schedule_delay_millis=10)
         for span in spans(2):
             processor.on_end(span)
-        wait_until(lambda: silent.connections() == 1)
-        time.sleep(0.2)  # the client is now waiting on the silent socket
+        if route != "TCP connect":
+            wait_until(lambda: silent.connections() == 1)
+        time.sleep(0.3)  # the client is now waiting on the silent socket (or its SYN)
         closing = time.monotonic()
         delivery.close_all(exporter.owner)
         processor.shutdown()
