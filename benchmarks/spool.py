@@ -2,9 +2,10 @@
 takes and gives back batches.
 
 * exit: real `hermes chat -q` runs (a tool call and an answer) without the plugin, with it and a healthy
-  collector, and with the collector down (refused), hanging (accepts, never answers), slow (answers after 5 s)
-  and failing (HTTP 500): hermes-otel's own exit work (its atexit shutdown, timed inside the run by
-  tests/harness/exit_timing), the process's way out (from the answer, its last line on stdout, to its end: Hermes's
+  collector, and with the collector down (refused), hanging (accepts, never answers), unanswered (a firewall
+  drops the connection: the connect is never answered), slow (answers after 5 s) and failing (HTTP 500):
+  hermes-otel's own exit work (its atexit shutdown, timed inside the run by tests/harness/exit_timing), the
+  process's way out (from the answer, its last line on stdout, to its end: Hermes's
   own teardown varies by a second or more between runs) and the whole run; medians of BENCH_SPOOL_RUNS runs each;
 * write: batches of 512 chat-like spans encoded and written to the spool (fsync and rename included);
 * replay: the same batches re-sent to an OTLP/HTTP receiver in another process, unpaced (`hermes-otel spool
@@ -48,6 +49,7 @@ def exit_times() -> list[dict[str, Any]]:
         ("collector healthy", OTLPReceiver, True),
         ("collector down (refused)", None, True),
         ("collector hanging", lambda: FaultServer("blackhole"), True),
+        ("collector unanswered (a firewall drops the connection)", lambda: FaultServer("unanswered"), True),
         ("collector slow (5 s)", lambda: FaultServer("slow", delay_s=5.0), True),
         ("collector failing (HTTP 500)", lambda: FaultServer("status", status=500), True),
     ]
