@@ -18,7 +18,7 @@ from hermes_otel.config import OTLPTarget
 from hermes_otel.exporters.file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 from hermes_otel.exporters.health import health
 from hermes_otel.exporters.spool import delivery
-from hermes_otel.exporters.spool.resend import Resender, send_all, targets_of
+from hermes_otel.exporters.spool.resend import Resender, SendReport, send_all, targets_of
 from hermes_otel.exporters.spool.store import Spool, endpoint_key, stats
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
@@ -164,16 +164,23 @@ def test_a_batch_is_re_sent_over_grpc_with_the_headers_and_compression_configure
     assert metadata["x-tenant"] == "blue"
 
 
-def test_a_grpc_batch_refused_as_invalid_is_removed_and_counted(
-        tmp_path: Path, caplog) -> None:
-    """INVALID_ARGUMENT removes the batch and counts it (reason = rejected), said once with the status."""
+def _send_to_a_collector_refusing_it_as_invalid(tmp_path: Path) -> tuple[int, SendReport, Spool, int]:
+    """One spooled trace batch sent (as `spool send` does) to a gRPC collector that answers INVALID_ARGUMENT: how
+    often it refused, the report, the spool, and the rejected count before."""
     with OTLPGrpcReceiver(answer=grpc.StatusCode.INVALID_ARGUMENT) as receiver:
         spool = Spool(tmp_path / "spool", 1 << 20, 86400)
         key = endpoint_key("grpc", receiver.endpoint)
         spool.put("traces", key, [encode_spans_json(spans())])
         before = stats.evicted[("traces", "rejected")]
         report = send_all(spool, {("traces", key): OTLPTarget(receiver.endpoint, "grpc", {}, 2.0, "none")})
-        assert receiver.refused == 1  # not retried: the batch itself is refused
+        return receiver.refused, report, spool, before
+
+
+def test_a_grpc_batch_refused_as_invalid_is_removed_and_counted(
+        tmp_path: Path, caplog) -> None:
+    """INVALID_ARGUMENT removes the batch and counts it (reason = rejected), said once with the status."""
+    refused, report, spool, before = _send_to_a_collector_refusing_it_as_invalid(tmp_path)
+    assert refused == 1  # not retried: the batch itself is refused
     assert report.rejected == 1 and spool.entries() == []
     assert stats.evicted[("traces", "rejected")] == before + 1
     assert sum("rejected a spooled traces batch (gRPC INVALID_ARGUMENT)" in r.getMessage() for r in caplog.records
@@ -258,13 +265,8 @@ GRPC_EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.grpc.exporter"
 
 def test_with_the_grpc_exporter_log_silenced_an_invalid_batch_is_kept_never_lost(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(logging.getLogger(GRPC_EXPORTER_LOGGER), "disabled", True)  # a host silences it
-    with OTLPGrpcReceiver(answer=grpc.StatusCode.INVALID_ARGUMENT) as receiver:
-        spool = Spool(tmp_path / "spool", 1 << 20, 86400)
-        key = endpoint_key("grpc", receiver.endpoint)
-        spool.put("traces", key, [encode_spans_json(spans())])
-        before = stats.evicted[("traces", "rejected")]
-        report = send_all(spool, {("traces", key): OTLPTarget(receiver.endpoint, "grpc", {}, 2.0, "none")})
-        assert receiver.refused == 1
+    refused, report, spool, before = _send_to_a_collector_refusing_it_as_invalid(tmp_path)
+    assert refused == 1
     assert (report.sent, report.rejected, report.failed) == (0, 0, 1) and len(spool.entries()) == 1
     assert stats.evicted[("traces", "rejected")] == before  # kept until spool_max_age, like any other failure
 
