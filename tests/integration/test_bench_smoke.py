@@ -52,8 +52,8 @@ def test_the_spool_benchmark_reports_exit_time_per_fault_and_throughput(tmp_path
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     report = json.loads((tmp_path / "spool.json").read_text())
     assert [row["case"] for row in report["exit"]] == [
-        "no plugin", "collector healthy", "collector down (refused)", "collector hanging", "collector slow (5 s)",
-        "collector failing (HTTP 500)"]
+        "no plugin", "collector healthy", "collector down (refused)", "collector hanging",
+        "collector unanswered (a firewall drops the connection)", "collector slow (5 s)", "collector failing (HTTP 500)"]
     assert report["exit"][0]["ours"] == [] and all(len(row["ours"]) == 1 for row in report["exit"][1:])
     throughput = report["throughput"]
     for key in ("write", "replay_unpaced", "replay_background"):
