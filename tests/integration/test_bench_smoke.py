@@ -69,13 +69,27 @@ def test_the_startup_benchmark_reports_every_configuration_against_the_disabled_
                           capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     report = json.loads((tmp_path / "startup.json").read_text())
-    assert [row["case"] for row in report["one_shot"]] == [
-        "plugin disabled", "enabled, files", "enabled, OTLP endpoint", "enabled, dead endpoint"]
-    assert all(row["runs"] == 1 and row["median_s"] > 0 for row in report["one_shot"])
-    assert report["one_shot"][0]["added_ms"] == 0
+    rows = {row["case"]: row for row in report["one_shot"]}
+    assert list(rows) == ["plugin disabled", "enabled, files", "enabled, OTLP endpoint", "enabled, dead endpoint",
+                          "SDK alone, files", "SDK alone, OTLP endpoint"]
+    assert all(row["runs"] == 1 and row["median_s"] > 0 for row in rows.values())
+    assert rows["plugin disabled"]["added_ms"] == 0
+    # The plugin's share over the SDK alone: its run minus the floor's run of the same round (the bench exits when
+    # Hermes did not load the floor plugin).
+    for case, floor in (("enabled, files", "SDK alone, files"), ("enabled, OTLP endpoint", "SDK alone, OTLP endpoint")):
+        wall_ms = rows[case]["median_s"] * 1000 - rows[floor]["median_s"] * 1000
+        assert abs(rows[case]["over_floor_ms"] - wall_ms) <= 1
+    assert [case for case, row in rows.items() if "over_floor_ms" in row] == ["enabled, files", "enabled, OTLP endpoint"]
     plugin = report["plugin"]
     assert plugin["import_ms"] > 0 and plugin["modules"] > 0 and not plugin["grpc"] and not plugin["protobuf"]
+    floor = {row["config"]: row for row in plugin["against_floor"]}
+    assert list(floor) == ["files", "OTLP endpoint"]
+    assert floor["files"]["plugin_modules"] == plugin["modules"]
+    # The floor is the SDK's pipeline alone: it loads part of what the plugin loads (protobuf only for OTLP).
+    assert 0 < floor["files"]["floor_modules"] < floor["OTLP endpoint"]["floor_modules"]
+    assert all(0 < row["floor_modules"] < row["plugin_modules"] and row["floor_ms"] > 0 for row in floor.values())
     assert "| enabled, dead endpoint |" in (tmp_path / "startup.md").read_text()
+    assert "| SDK alone, OTLP endpoint |" in (tmp_path / "startup.md").read_text()
 
 
 @pytest.mark.timeout(120)
