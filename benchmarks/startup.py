@@ -102,6 +102,7 @@ ctx = PluginContext(PluginManifest(name="hermes_otel", source="bench", key="herm
 before = set(sys.modules)
 t0 = time.process_time()
 if sys.argv[1] == "floor":
+    sys.path.insert(0, sys.argv[2])  # benchmarks/, for the floor's process only
     import sdk_floor as plugin
 else:
     import hermes_otel.plugin as plugin
@@ -120,9 +121,10 @@ os._exit(0)  # measured; the SDK's own exit hooks (the floor's) would try the en
 
 def _in_process(which: str, extra: dict[str, str]) -> list[dict[str, Any]]:
     """BENCH_STARTUP_RUNS fresh interpreters loading `which` (the plugin or the SDK floor)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(TREE), str(FLOOR_PLUGIN.parent))), **extra}
-    return [json.loads(subprocess.run([sys.executable, "-c", _IN_PROCESS, which], capture_output=True, text=True,
-                                      check=True, env=env, cwd=TREE).stdout.strip().splitlines()[-1])  # `-c`: cwd first
+    env = {**os.environ, "PYTHONPATH": str(TREE), **extra}
+    command = [sys.executable, "-c", _IN_PROCESS, which, str(FLOOR_PLUGIN.parent)]
+    return [json.loads(subprocess.run(command, capture_output=True, text=True, check=True, env=env,
+                                      cwd=TREE).stdout.strip().splitlines()[-1])  # `-c` puts the cwd first
             for _ in range(RUNS)]
 
 
