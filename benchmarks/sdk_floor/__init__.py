@@ -36,8 +36,8 @@ def register(ctx: Any) -> None:
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         out = (home / "sdk-floor.jsonl").open("a", encoding="utf-8")
-        spans, metrics, logs = ConsoleSpanExporter(out=out), ConsoleMetricExporter(out=out), ConsoleLogRecordExporter(
-            out=out)
+        spans, metrics, logs = (ConsoleSpanExporter(out=out), ConsoleMetricExporter(out=out),
+                                ConsoleLogRecordExporter(out=out))
     resource = Resource.create({"service.name": "hermes-agent"})
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(BatchSpanProcessor(spans))
