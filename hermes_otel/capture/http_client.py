@@ -28,7 +28,7 @@ from typing import Any
 
 import wrapt
 from opentelemetry import propagate, trace
-from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled, unwrap
+from .._internal.suppress import is_http_instrumentation_enabled, unwrap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._internal import log as _log

@@ -36,7 +36,7 @@ from typing import Any
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from .._internal.suppress import is_instrumentation_enabled, unwrap
 
 from .._internal.safety import report, safely
 from ..middleware import contract
