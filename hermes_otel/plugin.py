@@ -18,9 +18,10 @@ from ._internal import log as _log
 from ._internal.safety import safely
 from .capture import auxiliary, hermes_compat, http_client
 from .capture import logs as hermes_logs
-from .capture.hooks import callbacks
+from .capture.calls import execution_middleware
+from .capture.hooks import callbacks, hook_names
 from .capture.hooks_only import chat_callbacks
-from .capture.patches import PATCHES, fallback_middleware
+from .capture.patches import PATCHES
 from .config import load_settings
 from .middleware import log_hygiene
 
@@ -35,8 +36,9 @@ def register(ctx: Any) -> None:
 
 
 def _instrumented() -> bool:
-    """Hermes's middleware runners wrapped (once per process), when this Hermes has them."""
-    if not PATCHES.active and PATCHES.available():
+    """Hermes's middleware runners wrapped (once per process), on a Hermes whose runner is handed its callbacks
+    (0.17-0.19). A Hermes whose runner reads them itself (0.20+) is traced through the public contract only."""
+    if not PATCHES.active and PATCHES.available() and hermes_compat.runner_takes_callbacks():
         PATCHES.instrument(runtime.current_tracker, runtime.stop_tracing)
     return PATCHES.active
 
@@ -54,7 +56,6 @@ def _register(ctx: Any) -> None:
     if message:
         level = logging.ERROR if result.file_rejected else logging.WARNING
         _log.logger.log(level, message)
-    log_hygiene.install(result.settings.middleware_log_dedupe)
     tracker = runtime.configure(result.settings)
     if tracker is None:
         mode = "disabled"
@@ -63,14 +64,19 @@ def _register(ctx: Any) -> None:
         PATCHES.adopt_registered(hermes_compat.plugin_manager(ctx))
     elif callable(getattr(ctx, "register_middleware", None)):
         mode = "middleware"
-        for kind, callback in fallback_middleware(runtime.current_tracker).items():
+        manager = hermes_compat.plugin_manager(ctx)
+        for kind, callback in execution_middleware(runtime.current_tracker, manager).items():
             ctx.register_middleware(kind, callback)
+        tracker.rewrites_from_trace = True  # Hermes's request passes are not watched: its middleware_trace says
     else:  # a Hermes without middleware (0.16.0): chat spans from hooks, registered before the bridge's
         mode = "hooks"
         for hook, callback in chat_callbacks(runtime.current_tracker).items():
             ctx.register_hook(hook, callback)
-    if tracker is not None:
-        safely(auxiliary.instrument, runtime.current_tracker)  # model calls outside the main loop
+    # Hermes's warning about a failing middleware, once and then at DEBUG (0.17-0.19 warn on every call; 0.20+
+    # report once themselves, so nothing is added there).
+    log_hygiene.install(result.settings.middleware_log_dedupe and mode == "instrumented")
+    if tracker is not None and "pre_auxiliary_call" not in hook_names():
+        safely(auxiliary.instrument, runtime.current_tracker)  # model calls outside the main loop (0.16-0.19)
     if tracker is not None and result.settings.http_client_spans:
         safely(http_client.instrument, runtime.http_tracer_provider)  # the provider is looked up per request
     else:
@@ -88,7 +94,8 @@ def _register(ctx: Any) -> None:
             mode,
             {
                 "instrumented": "tracing Hermes's middleware runners (each call one span)",
-                "middleware": "Hermes's runners not found; tracing through registered middleware",
+                "middleware": "tracing through Hermes's middleware contract (a middleware of ours around each call, "
+                "a span per layer)",
                 "hooks": "this Hermes has no middleware: hooks-only telemetry (turn, chat and tool spans from "
                 "its observer hooks, every observer record; no middleware layer spans)",
                 "disabled": "telemetry is off (OTEL_SDK_DISABLED or plugins.toml)",

@@ -281,7 +281,10 @@ def _within(timeout_s: float, work) -> bool:
         finally:
             done.set()
 
-    threading.Thread(target=run, name="hermes-otel-flush", daemon=True).start()
+    try:
+        threading.Thread(target=run, name="hermes-otel-flush", daemon=True).start()
+    except RuntimeError:  # Python 3.12+ starts no thread once the interpreter is finalizing (atexit): bounded
+        run()             # by the exporters' own timeouts, which `timeout_ms` sets
     return done.wait(timeout_s)
 
 

@@ -32,16 +32,26 @@ SCHEMA_ATTR = "hermes.telemetry_schema_version"
 HOOK_ATTR = "hermes.observer.hook"
 EVENT_PREFIX = "hermes.observer."
 
-# The observer hooks of Hermes 0.19.0 (VALID_HOOKS). Others are exported best-effort and warned about once.
-KNOWN_HOOKS = frozenset(
-    {
-        "pre_tool_call", "post_tool_call", "transform_terminal_output", "transform_tool_result",
-        "transform_llm_output", "pre_llm_call", "post_llm_call", "pre_verify", "pre_api_request",
-        "post_api_request", "api_request_error", "on_session_start", "on_session_end", "on_session_finalize",
-        "on_session_reset", "subagent_start", "subagent_stop", "pre_gateway_dispatch", "pre_approval_request",
-        "post_approval_response", "kanban_task_claimed", "kanban_task_completed", "kanban_task_blocked",
-    }
+# The observer hooks we subscribe to, where the running Hermes defines them (0.19's 23, then 0.2x's): plugin.yaml's
+# `provides_hooks` lists exactly these (tests/unit/test_manifest.py). Left out on purpose: a hook whose return
+# value steers Hermes (`transform_api_error_classification`) and one fired per streamed delta of every room member
+# (`on_room_member_activity`). Others reaching the bridge are exported best-effort and warned about once.
+HOOKS = (
+    "pre_tool_call", "post_tool_call", "transform_terminal_output", "transform_tool_result",
+    "transform_llm_output", "pre_llm_call", "post_llm_call", "pre_verify", "pre_api_request",
+    "post_api_request", "api_request_error", "on_session_start", "on_session_end", "on_session_finalize",
+    "on_session_reset", "subagent_start", "subagent_stop", "pre_gateway_dispatch", "pre_approval_request",
+    "post_approval_response", "kanban_task_claimed", "kanban_task_completed", "kanban_task_blocked",
+    # Hermes 0.20+
+    "pre_auxiliary_call", "post_auxiliary_call", "on_stream_start", "on_stream_delta", "on_stream_end",
+    "on_interim_message", "pre_command", "pre_transcription", "on_skill_lifecycle", "agent_loop_stopped",
+    "post_gateway_admission", "gateway_platform_event", "on_human_input_request", "on_human_input_resolved",
+    "on_kanban_dispatch_tick", "on_kanban_task_updated", "on_kanban_worker_exited", "on_kanban_worker_spawned",
+    "on_kanban_worker_stale_claim",
 )
+KNOWN_HOOKS = frozenset(HOOKS)
+# Hooks that feed span timing and are not one record per call: one per streamed chunk would be a record per token.
+UNRECORDED_HOOKS = frozenset({"on_stream_delta"})
 
 # Payload keys exported as `hermes.<key>` string attributes (ids and short enum-like values).
 STRING_KEYS = (
@@ -49,7 +59,7 @@ STRING_KEYS = (
     "parent_turn_id", "parent_subagent_id", "child_session_id", "child_subagent_id", "platform", "model",
     "provider", "api_mode", "tool_name", "status", "error_type", "finish_reason", "response_model", "surface",
     "pattern_key", "choice", "decided_by", "reason", "child_role", "child_status", "board", "assignee",
-    "profile_name",
+    "profile_name", "aux_task", "task", "kind",
 )
 _MAX_STRING = 256
 
@@ -163,6 +173,10 @@ class ObserverBridge:
         if hook not in KNOWN_HOOKS:
             _log.once(f"hook:{hook}", "hermes-otel: unknown observer hook %r; exported best-effort", hook)
         handler = _SPAN_HANDLERS.get(hook)
+        if hook in UNRECORDED_HOOKS:
+            if handler is not None:
+                safely(handler, self, payload)
+            return
         try:
             span = self._tracker.span_for(payload) if handler is None else handler(self, payload)
         except Exception as exc:  # noqa: BLE001 - fail open: the record is still emitted
@@ -215,6 +229,9 @@ class ObserverBridge:
 
     def _turn_end(self, payload: Mapping[str, Any]) -> None:
         self._tracker.end_turn(payload.get("turn_id"), payload)
+
+    def _pre_tool(self, payload: Mapping[str, Any]) -> None:
+        self._tracker.trace_rewrites("tool_request", payload)  # for the call's span, which starts next
 
     def _post_tool(self, payload: Mapping[str, Any]) -> Span | None:
         if self._tracker.capture_on_spans and "result" in payload:
@@ -272,6 +289,7 @@ _SPAN_HANDLERS: dict[str, Handler] = {
     "pre_llm_call": _located(ObserverBridge._turn_start),
     "post_llm_call": _located(ObserverBridge._turn_output),
     "on_session_end": _located(ObserverBridge._turn_end),
+    "pre_tool_call": _located(ObserverBridge._pre_tool),
     "post_tool_call": ObserverBridge._post_tool,
     "api_request_error": _located(ObserverBridge._api_error),
     "pre_approval_request": _located(ObserverBridge._approval_request),

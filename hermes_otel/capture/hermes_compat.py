@@ -93,6 +93,43 @@ def is_downstream_error(exc: BaseException) -> bool:
     return type(exc).__name__ == DOWNSTREAM_ERROR and hasattr(exc, "original")
 
 
+def _cells(function: Any) -> dict[str, Any]:
+    """A function's closure cells by free-variable name."""
+    code, closure = getattr(function, "__code__", None), getattr(function, "__closure__", None)
+    return dict(zip(code.co_freevars, closure, strict=True)) if code is not None and closure else {}
+
+
+def running_chain(next_call: Any) -> tuple[list, Any] | None:
+    """The callbacks of the chain run that handed a layer `next_call`, and the cell of its terminal call
+    (0.20+: `_run_execution_chain(kind, terminal_call, **kwargs)` copies the registered callbacks for each run
+    into its closure, beside `terminal_call`; `next_call` closes over its `call_at`). None for another runner."""
+    run = _cells(next_call).get("call_at")
+    cells = _cells(run.cell_contents) if run is not None else {}
+    callbacks, terminal = cells.get("callbacks"), cells.get("terminal_call")
+    if callbacks is None or terminal is None:
+        return None
+    try:
+        if type(callbacks.cell_contents) is not list or not callable(terminal.cell_contents):
+            return None
+    except ValueError:  # an empty cell
+        return None
+    return callbacks.cell_contents, terminal
+
+
+def runner_takes_callbacks() -> bool | None:
+    """Whether Hermes's chain runner is handed the callbacks (0.17-0.19: `(kind, callbacks, terminal_call,
+    **kwargs)`), or reads them itself (0.20+: `(kind, terminal_call, **kwargs)`); None without a runner."""
+    import inspect
+
+    runner = getattr(_module(MIDDLEWARE), CHAIN, None)
+    if not callable(runner):
+        return None
+    try:
+        return "callbacks" in inspect.signature(runner).parameters
+    except (TypeError, ValueError):
+        return None
+
+
 # -- plugins.enabled / plugins.disabled in Hermes's config.yaml (hermes_cli.plugins_cmd) ------------------------
 
 

@@ -13,20 +13,20 @@ from typing import Any
 
 from .. import runtime
 from .._internal.safety import report, safely
-from .bridge import KNOWN_HOOKS
+from .bridge import HOOKS
 
 _SESSION_END = frozenset({"on_session_finalize", "on_session_reset"})
 
 
 def hook_names() -> list[str]:
-    """Every hook this Hermes defines (its VALID_HOOKS), else the ones we know."""
+    """The hooks we subscribe to (bridge.HOOKS, in that order) that this Hermes defines (its VALID_HOOKS)."""
     try:
         from hermes_cli.plugins import VALID_HOOKS
 
-        names = set(VALID_HOOKS)
-    except Exception:  # noqa: BLE001 - another Hermes: fall back to ours
-        names = set(KNOWN_HOOKS)
-    return sorted(names)
+        valid = set(VALID_HOOKS)
+    except Exception:  # noqa: BLE001 - no Hermes to ask (an application, the validator's probe): all of ours
+        return list(HOOKS)
+    return [name for name in HOOKS if name in valid]
 
 
 def _callback(name: str) -> Callable[..., None]:

@@ -28,10 +28,10 @@ from typing import Any
 
 import wrapt
 from opentelemetry import propagate, trace
-from .._internal.suppress import is_http_instrumentation_enabled, unwrap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._internal import log as _log
+from .._internal.suppress import is_http_instrumentation_enabled, unwrap
 from ..redaction.masking import MASK, mask_url
 from ..semconv import ERROR_TYPE, HTTP_STATUS, SCHEMA_URL, SERVER_ADDRESS, SERVER_PORT
 from ..version import __version__

@@ -20,14 +20,13 @@ so wrapping module attributes is enough:
   Hermes starts inherits our context, so HTTP-client spans nest under `chat`;
   there :mod:`hermes_otel.capture.streaming` times a streamed reply's chunks.
 
-Everything passes values and exceptions through untouched. Where Hermes
-lacks these functions (other versions), :func:`fallback_middleware` gives the
-call spans through the public contract instead.
+Everything passes values and exceptions through untouched. On a Hermes whose
+runner reads its callbacks itself (0.20+), none of this is applied: the plugin
+traces through the public contract (capture/calls.py).
 """
 
 from __future__ import annotations
 
-import contextvars
 import importlib
 import threading
 from collections.abc import Callable
@@ -35,14 +34,14 @@ from typing import Any
 
 import wrapt
 from opentelemetry import context as otel_context
-from opentelemetry import trace
-from .._internal.suppress import is_instrumentation_enabled, unwrap
 
-from .._internal.safety import report, safely
+from .._internal.safety import safely
+from .._internal.suppress import unwrap
 from ..middleware import contract
 from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy
 from ..tracking import Tracker
 from . import hermes_compat, streaming
+from .calls import traced_llm_call, traced_tool_call
 
 MODULE = "hermes_cli.middleware"
 PLUGINS = "hermes_cli.plugins"
@@ -51,19 +50,7 @@ TOOL_RUNNER = "run_tool_execution_middleware"
 CHAIN = hermes_compat.CHAIN
 APPLY = {"apply_llm_request_middleware": contract.LLM_REQUEST, "apply_tool_request_middleware": contract.TOOL_REQUEST}
 
-# The tool call whose span is open in this context. Hermes runs
-# `tool_execution` twice, nested, for each call of a concurrent batch (batch
-# path, then registry path); the inner pass must not open a second span.
-_ACTIVE_TOOL: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
-    "hermes_otel_active_tool", default=None
-)
-
 TrackerSource = Callable[[], "Tracker | None"]
-
-
-def _tool_key(tool_name: Any, context: dict) -> tuple[str, str]:
-    call_id = context.get("tool_call_id")
-    return (call_id if isinstance(call_id, str) else "", tool_name if isinstance(tool_name, str) else "")
 
 
 def _module(name: str):
@@ -221,80 +208,3 @@ class HermesPatches:
 
 
 PATCHES = HermesPatches()
-
-
-def traced_llm_call(tracker_source: TrackerSource, wrapped: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-    """A provider attempt (`run_llm_execution_middleware`'s call) inside its `chat` span."""
-    tracker = tracker_source()
-    if tracker is None or not is_instrumentation_enabled():
-        return wrapped(*args, **kwargs)
-    try:
-        call = tracker.start_chat(args[0] if args else kwargs.get("request"), kwargs)
-    except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
-        report(tracker.start_chat, exc)
-        return wrapped(*args, **kwargs)
-    response = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_chat, call, None)
-    try:
-        tracker.finish_chat(call, response)
-    except Exception as exc:  # noqa: BLE001
-        report(tracker.finish_chat, exc)
-    return response
-
-
-def traced_tool_call(tracker_source: TrackerSource, wrapped: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-    """A tool call (`run_tool_execution_middleware`'s call) inside its `execute_tool` span, once per call."""
-    tracker = tracker_source()
-    tool_name = args[0] if args else kwargs.get("tool_name")
-    key = _tool_key(tool_name, kwargs)
-    if tracker is None or _ACTIVE_TOOL.get() == key or not is_instrumentation_enabled():
-        return wrapped(*args, **kwargs)
-    try:
-        call = tracker.start_tool(tool_name, kwargs, args[1] if len(args) > 1 else kwargs.get("args"))
-    except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
-        report(tracker.start_tool, exc)
-        return wrapped(*args, **kwargs)
-    marker = _ACTIVE_TOOL.set(key)
-    try:
-        result = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_tool, call, kwargs)
-    finally:
-        _ACTIVE_TOOL.reset(marker)
-    try:
-        tracker.finish_tool(call, kwargs)
-    except Exception as exc:  # noqa: BLE001
-        report(tracker.finish_tool, exc)
-    return result
-
-
-def _call_in_span(span: Any, wrapped: Callable[..., Any], args: tuple, kwargs: dict,
-                  on_error: Callable[..., Any], *on_error_args: Any) -> Any:
-    """The real call with `span` current; an exception is recorded by `on_error(*on_error_args, exc)`
-    and re-raised untouched."""
-    token = otel_context.attach(trace.set_span_in_context(span))
-    try:
-        return wrapped(*args, **kwargs)
-    except BaseException as exc:
-        safely(on_error, *on_error_args, exc)
-        raise
-    finally:
-        otel_context.detach(token)
-
-
-def fallback_middleware(tracker: TrackerSource) -> dict[str, Callable[..., Any]]:
-    """Execution middleware that opens the call spans through the public contract.
-
-    Used only when the runners cannot be wrapped. Registered first, it is the
-    outermost layer, so its span still covers the rest of the chain.
-    """
-
-    def llm_execution(**kwargs: Any) -> Any:
-        next_call = kwargs.pop("next_call")
-        request = kwargs.pop("request", None)
-        return traced_llm_call(tracker, lambda *a, **k: next_call(request), (request,), kwargs)
-
-    def tool_execution(**kwargs: Any) -> Any:
-        next_call = kwargs.pop("next_call")
-        args = kwargs.pop("args", None)
-        tool_name = kwargs.pop("tool_name", None)
-        return traced_tool_call(tracker, lambda *a, **k: next_call(args), (tool_name,), kwargs)
-
-    return {"llm_execution": llm_execution, "tool_execution": tool_execution}

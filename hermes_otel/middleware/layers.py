@@ -373,3 +373,23 @@ def _rewritten(active: RequestPass, base: dict, before: Any, result: Any, layers
     tracer = layers()
     if tracer is not None:
         tracer.count_rewrite(base[KIND], entry.get("source", ""))
+
+
+def events_from_trace(kind: str, trace: Any, before: Any = None, after: Any = None) -> list[RequestEvent]:
+    """Rewrite events from Hermes's `middleware_trace` (where no request pass was watched: Hermes 0.20+), one per
+    entry in order. Which plugin made an entry is not in it; the changed keys are known when there is one entry."""
+    if not isinstance(trace, list):
+        return []
+    entries = [entry for entry in trace if isinstance(entry, Mapping)]
+    events = []
+    for index, entry in enumerate(entries):
+        attrs: dict[str, Any] = {KIND: kind, INDEX: index}
+        for key, attr in (("source", SOURCE), ("reason", REASON), ("name", NAME)):
+            value = entry.get(key)
+            if isinstance(value, str) and value:
+                attrs[attr] = value
+        attrs.setdefault(SOURCE, "plugin")
+        if len(entries) == 1 and before is not None and after is not None:
+            attrs[CHANGED_KEYS] = contract.changed_keys(before, after)
+        events.append(RequestEvent(REWRITE_EVENT, attrs))
+    return events

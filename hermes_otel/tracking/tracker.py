@@ -18,7 +18,7 @@ from opentelemetry.trace import Span
 
 from ..cost.pricing import CostLedger
 from ..emitter import Emitter, Inline
-from ..middleware.layers import LayerTracer, RequestEvent
+from ..middleware.layers import LayerTracer, RequestEvent, events_from_trace
 from .bounded import BoundedMap
 from .calls import Call, Chats, Tools
 from .instruments import Instruments
@@ -56,6 +56,7 @@ class Tracker:
         # Request-middleware effects waiting for the span of the call they affected:
         # ("llm_request", api_request_id) / ("tool_request", tool key).
         self._pending: BoundedMap[tuple[str, str], list[RequestEvent]] = BoundedMap(max_turns)
+        self.rewrites_from_trace = False  # set by the plugin where Hermes's request passes are not watched
         self.turns = Turns(tracer, metrics, max_turns, parent_of=lambda session: self.subagents.span_of(session),
                            emitter=emitter, costs=costs)
         self.chats = Chats(tracer, metrics, self.turns, max_turns, self._attach_request_events, emitter, costs,
@@ -69,6 +70,20 @@ class Tracker:
         self._next_sweep = time.monotonic() + _SWEEP_EVERY_S
 
     # -- request middleware ------------------------------------------------------------------
+
+    def trace_rewrites(self, kind: str, context: Mapping[str, Any], before: Any = None, after: Any = None) -> None:
+        """Rewrite events from the `middleware_trace` Hermes passes along, where no request pass was watched
+        (Hermes 0.20+: `rewrites_from_trace`)."""
+        entries = context.get("middleware_trace")
+        if not (self.rewrites_from_trace and entries):
+            return
+        events = events_from_trace(kind, entries, before, after)
+        call = self.tools.find(context) if kind == "tool_request" else None
+        if call is None:
+            self.request_pass_done(kind, context, events)
+        else:  # 0.22 fires pre_tool_call inside the execution chain: the call's span is open already
+            for event in events:
+                call.span.add_event(event.name, event.attributes)
 
     def request_pass_done(self, kind: str, context: Mapping[str, Any], events: list[RequestEvent]) -> None:
         key = text(context.get("api_request_id")) if kind == "llm_request" else tool_key(context)
@@ -143,6 +158,7 @@ class Tracker:
     # -- calls ------------------------------------------------------------------------------
 
     def start_chat(self, request: Any, context: Mapping[str, Any]) -> Call:
+        self.trace_rewrites("llm_request", context, context.get("original_request"), request)
         return self.chats.start(request, context)
 
     def finish_chat(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
