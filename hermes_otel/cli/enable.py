@@ -135,11 +135,9 @@ class Support:
 
 def support(version: str | None) -> Support:
     """What hermes-otel gives on the installed Hermes, in one line (for `doctor`)."""
-    from ..capture.patches import PATCHES
-
     if version is None:
         return Support(False, "hermes-agent is not installed in this environment")
-    mode = ("full telemetry (middleware layers included)" if PATCHES.available()
+    mode = ("full telemetry (middleware layers included)" if hermes_compat.runner_takes_callbacks() is not None
             else "hooks-only telemetry: turn, chat and tool spans from its observer hooks, every observer record; "
                  "no middleware layer spans (this Hermes has no middleware)")
     supported = hermes_compat.known(version)

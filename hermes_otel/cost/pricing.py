@@ -19,6 +19,7 @@ subagent and session-end telemetry is built, after every attempt before them was
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import types
@@ -32,7 +33,7 @@ from opentelemetry import trace
 from .. import semconv as sc
 from .._internal import log as _log
 from .._internal.safety import report
-from ..capture import hermes_compat
+from ..capture import hermes_compat, legacy
 
 if TYPE_CHECKING:
     from ..tracking.bounded import BoundedMap
@@ -107,6 +108,10 @@ def _namespace(value: Any, depth: int = 0) -> Any:
     return value
 
 
+class _NeverRaised(Exception):
+    """Hermes 0.20+'s pricing needs no cache guard: nothing raises this."""
+
+
 class HermesPricing:
     """Hermes's `estimate_usage_cost` on what Hermes has cached: never a network request.
 
@@ -114,12 +119,14 @@ class HermesPricing:
 
     def __init__(self) -> None:
         self._module: Any = None  # agent.usage_pricing, once loaded
+        self._from_cache: Any = contextlib.nullcontext  # 0.16-0.19: the fetchers read Hermes's caches only
+        self._not_cached: type[BaseException] = _NeverRaised
         self._loaded: bool | None = None  # None: not tried yet
 
     def _load(self) -> bool:
         if self._loaded is None:
             try:
-                self._module = hermes_compat.cache_only_pricing()
+                self._module = self._pricing()
             except Exception:  # noqa: BLE001 - no Hermes, or one without this pricing: costs are unknown
                 self._module = None
             version = hermes_compat.installed_version()
@@ -129,6 +136,16 @@ class HermesPricing:
                           version)
             self._loaded = self._module is not None
         return self._loaded
+
+    def _pricing(self) -> Any:
+        """Hermes's pricing. 0.16-0.19 fetch prices over the network from inside it, so there it is made to read
+        Hermes's caches only on our thread (capture/legacy/internals.py); 0.20+ price without fetching what
+        Hermes's own pricing of the same response has not fetched already (models.dev is read from its cache)."""
+        if hermes_compat.pricing_fetches():
+            internals = legacy.load("internals")
+            self._from_cache, self._not_cached = internals.pricing_from_cache, internals.NotCached
+            return internals.cache_only_pricing()
+        return hermes_compat.usage_pricing()
 
     def canonical_usage(self, usage: Any, provider: str | None, api_mode: str | None) -> Any:
         """Hermes's CanonicalUsage of a response's usage (or of Hermes's own normalised summary)."""
@@ -147,10 +164,10 @@ class HermesPricing:
         provider, base_url, api_mode = _scalar(provider), _scalar(base_url), _scalar(api_mode)
         try:
             canonical = self.canonical_usage(usage, provider, api_mode)
-            with hermes_compat.pricing_from_cache():
+            with self._from_cache():
                 result = self._module.estimate_usage_cost(_scalar(model) or "", canonical, provider=provider,
                                                           base_url=base_url, api_key="")
-        except hermes_compat.NotCached:
+        except self._not_cached:
             return _UNKNOWN[NOT_CACHED]
         except Exception as exc:  # noqa: BLE001 - Hermes's pricing failed on this input: unknown, said once
             report(self.price, exc)
@@ -379,3 +396,4 @@ def describe(attributes: Mapping[str, Any]) -> str | None:
         reason = attributes.get(USAGE_COST_REASON)
         return f"{label} unknown" + (f" ({str(reason).replace('_', ' ')})" if reason else "")
     return None
+

@@ -1,7 +1,7 @@
 """One span per execution-middleware layer, and rewrite events for request middleware.
 
 Used in two places with the same semantics: around Hermes's own chain
-runner (see :mod:`hermes_otel.capture.patches`) and inside our
+runner (see :mod:`hermes_otel.capture.legacy.patches`) and inside our
 spec-exact runner (:mod:`hermes_otel.middleware.runner`).
 
 A traced layer is the plugin's callback behind a transparent wrapper that

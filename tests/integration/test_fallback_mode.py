@@ -17,7 +17,7 @@ def test_fallback_to_registered_middleware(traced, llm, receiver, monkeypatch, c
     from hermes_cli.plugins import discover_plugins, get_plugin_manager
 
     from hermes_otel import plugin
-    from hermes_otel.capture.patches import PATCHES, HermesPatches
+    from hermes_otel.capture.legacy.patches import PATCHES, HermesPatches
 
     PATCHES.uninstrument()
     monkeypatch.setattr(HermesPatches, "available", staticmethod(lambda: False))
@@ -26,7 +26,8 @@ def test_fallback_to_registered_middleware(traced, llm, receiver, monkeypatch, c
     try:
         discover_plugins(force=True)
         assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("hermes-otel ")] == [
-            "hermes-otel middleware: Hermes's runners not found; tracing through registered middleware"
+            "hermes-otel middleware: tracing through Hermes's middleware contract (a middleware of ours around each "
+            "call, a span per layer)"
         ]
         assert len(get_plugin_manager()._middleware["llm_execution"]) == 1
         llm.push(Reply.tools(ToolCall("terminal", {"command": "echo fb"}, id="call_F")), Reply.text("fallback ok"))

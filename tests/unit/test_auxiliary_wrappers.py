@@ -1,4 +1,4 @@
-"""The auxiliary-call wrappers (capture/auxiliary.py) with explicit providers and in-memory exporters: fail-open,
+"""The auxiliary-call wrappers (capture/legacy/auxiliary.py) with explicit providers and in-memory exporters: fail-open,
 errors untouched, what is not traced (streams, the aggregator the main loop already has), the route learnt from
 the request Hermes builds."""
 
@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from hermes_otel.capture import auxiliary
+from hermes_otel.capture.legacy import auxiliary
 from hermes_otel.tracking import Tracker
 
 

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hermes_otel.capture.bridge import ObserverBridge
+from hermes_otel.capture.legacy import internals
 from hermes_otel.cost.pricing import CostLedger, HermesPricing, Price
 from hermes_otel.tracking import Tracker
 from tests.unit.modes import MODES, DrainingLogs, DrainingReader, DrainingSpans, emitter_for
@@ -436,13 +437,15 @@ def test_turn_subagent_and_session_end_record_carry_their_totals(traced):
     assert counted == {("a", None): 0.25, ("b", None): 0.125, ("b", "leaf"): 0.125}
 
 
-def test_an_unknown_hermes_release_is_not_priced_said_once(hermes, monkeypatch, network, caplog):
-    """A Hermes we have not read could fetch prices some new way: its pricing is not run at all (the version gate
-    in hermes_compat), costs are unknown, said once."""
+def test_a_hermes_without_a_pricing_we_know_is_not_priced_said_once(hermes, monkeypatch, network, caplog):
+    """A Hermes whose pricing has neither shape we know (probed by its names, not its version): its pricing is not
+    run at all, costs are unknown, said once."""
     from hermes_otel._internal import log as _log
     from hermes_otel.capture import hermes_compat
 
     monkeypatch.setattr(hermes_compat, "installed_version", lambda: "0.20.0")
+    monkeypatch.setattr(hermes_compat, "pricing_fetches", lambda: False)
+    monkeypatch.setattr(hermes_compat, "usage_pricing", lambda: None)
     _log.reset()
     pricing = HermesPricing()
     with caplog.at_level("WARNING", logger="hermes_otel"):
@@ -458,12 +461,11 @@ def test_the_cache_only_switch_is_this_threads_alone(hermes, network):
     """While hermes-otel prices on one thread, Hermes's own calls on another still fetch as Hermes does."""
     import threading
 
-    from hermes_otel.capture import hermes_compat
 
     HermesPricing().price("gpt-4o", openai_usage(), provider="openai")  # the switch is in place
     other: list = []
-    with hermes_compat.pricing_from_cache():
-        with pytest.raises(hermes_compat.NotCached):
+    with internals.pricing_from_cache():
+        with pytest.raises(internals.NotCached):
             hermes.pricing.fetch_endpoint_model_metadata(ENDPOINT)
         assert network == []
         worker = threading.Thread(target=lambda: other.append(hermes.pricing.fetch_endpoint_model_metadata(ENDPOINT)))

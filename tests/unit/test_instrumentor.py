@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hermes_otel import HermesInstrumentor
-from hermes_otel.capture.patches import PATCHES
+from hermes_otel.capture.legacy.patches import PATCHES
 
 middleware = pytest.importorskip("hermes_cli.middleware")
 

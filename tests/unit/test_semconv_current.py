@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from hermes_otel.capture import streaming
 from hermes_otel.capture.bridge import ObserverBridge
+from hermes_otel.capture.legacy import stream_diag
 from hermes_otel.middleware import contract
 from hermes_otel.tracking import Tracker
 
@@ -71,7 +72,7 @@ def stream(chunks: int, context: otel_context.Context) -> dict:
     def request_thread() -> None:
         token = otel_context.attach(context)
         try:
-            diag = streaming._wrap(hermes_diag)()
+            diag = stream_diag._wrap(hermes_diag)()
             for _ in range(chunks):
                 diag["chunks"] = int(diag.get("chunks", 0)) + 1
                 if diag.get("first_chunk_at") is None:
@@ -246,21 +247,21 @@ def test_records_fired_after_the_turn_ended_carry_its_context(env):
 
 
 def test_hermes_stream_diagnostics_are_clocked_while_installed_and_restored_after(env):
-    stream_diag = pytest.importorskip("agent.stream_diag")
-    original = stream_diag.stream_diag_init
+    hermes = pytest.importorskip("agent.stream_diag")
+    original = hermes.stream_diag_init
     was_installed = hasattr(original, "_hermes_otel_original")
-    streaming.release()
+    stream_diag.release()
     try:
-        hermes_own = stream_diag.stream_diag_init
-        assert streaming.install() and streaming.install()  # once, however often
-        assert stream_diag.stream_diag_init._hermes_otel_original is hermes_own
+        hermes_own = hermes.stream_diag_init
+        assert stream_diag.install() and stream_diag.install()  # once, however often
+        assert hermes.stream_diag_init._hermes_otel_original is hermes_own
         span = env.tracker.turn(TURN, "s", IDS).span
         with trace.use_span(span):
-            diag = stream_diag.stream_diag_init()
+            diag = hermes.stream_diag_init()
         assert set(diag) == set(hermes_own()) and type(diag) is not dict
-        assert type(stream_diag.stream_diag_init()) is dict  # outside any span: Hermes's own dict
-        streaming.release()
-        assert stream_diag.stream_diag_init is hermes_own
+        assert type(hermes.stream_diag_init()) is dict  # outside any span: Hermes's own dict
+        stream_diag.release()
+        assert hermes.stream_diag_init is hermes_own
     finally:
         if was_installed:
-            streaming.install()
+            stream_diag.install()

@@ -35,13 +35,14 @@ from typing import Any
 import wrapt
 from opentelemetry import context as otel_context
 
-from .._internal.safety import safely
-from .._internal.suppress import unwrap
-from ..middleware import contract
-from ..middleware.layers import RequestPass, attribution, current_pass, request_proxy
-from ..tracking import Tracker
-from . import hermes_compat, streaming
-from .calls import traced_llm_call, traced_tool_call
+from ..._internal.safety import safely
+from ..._internal.suppress import unwrap
+from ...middleware import contract
+from ...middleware.layers import RequestPass, attribution, current_pass, request_proxy
+from ...tracking import Tracker
+from .. import hermes_compat
+from ..calls import traced_llm_call, traced_tool_call
+from . import internals, stream_diag
 
 MODULE = "hermes_cli.middleware"
 PLUGINS = "hermes_cli.plugins"
@@ -117,8 +118,8 @@ class HermesPatches:
             owner, attr = dotted.split(".")
             if callable(getattr(getattr(plugins, owner, None), attr, None)):
                 wrap(PLUGINS, dotted, wrapper)
-        if hermes_compat.swap_http_threading(_ThreadingWithContext):
-            streaming.install()  # chunk timing of streamed provider calls (they run on that thread)
+        if internals.swap_http_threading(_ThreadingWithContext):
+            stream_diag.install()  # chunk timing of streamed provider calls (they run on that thread)
 
     def uninstrument(self) -> None:
         if not self.active:
@@ -131,8 +132,8 @@ class HermesPatches:
             for attr in ("register_middleware", "discover_and_load"):
                 if plugins is not None and hasattr(getattr(plugins, owner, None), attr):
                     unwrap(getattr(plugins, owner), attr)
-        hermes_compat.restore_http_threading(_ThreadingWithContext)
-        streaming.release()
+        internals.restore_http_threading(_ThreadingWithContext)
+        stream_diag.release()
 
     def adopt_registered(self, manager: Any) -> None:
         """Put request proxies around request callbacks registered before we were instrumented."""
