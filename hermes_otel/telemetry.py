@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import socket
 import sys
@@ -50,6 +51,7 @@ from opentelemetry.sdk.trace.sampling import (
 )
 
 from ._internal import log as _log
+from ._internal.extras import GrpcMissing
 from ._internal.safety import safely
 from .config import OTLPTarget, Settings
 from .emitter import Emitter, Inline
@@ -305,6 +307,10 @@ def _exporters(signal: str, settings: Settings, writers: dict[str, RotatingJsonL
 
                 exporter = ShapedSpanExporter(exporter, "openinference")  # what the preset's backend reads
             exporters.append(exporter)
+        except GrpcMissing as exc:  # said once, not once per signal: the same for all of them
+            _log.once("grpc-missing", "hermes-otel: %s; writing what was meant for OTLP/gRPC to files under %s "
+                      "instead", exc, settings.file_directory, level=logging.ERROR, per_process=True)
+            file_needed = True
         except Exception as exc:  # noqa: BLE001 - a broken transport must not cost the telemetry
             _log.logger.error(
                 "hermes-otel: cannot create the %s exporter for %s (%s: %s); writing %s to files under %s instead",
@@ -349,12 +355,18 @@ def _relay_forwarder(component: Mapping[str, Any]):
     return RelayForwarder(activation)
 
 
-def _relay_span_processor(endpoint, settings: Settings) -> BatchSpanProcessor:
-    """One NeMo Relay `[[opentelemetry.endpoints]]` entry: its own exporter, shape and batch settings."""
+def _relay_span_processor(endpoint, settings: Settings) -> BatchSpanProcessor | None:
+    """One NeMo Relay `[[opentelemetry.endpoints]]` entry: its own exporter, shape and batch settings; None (said
+    once) for `transport = "grpc"` without the `[grpc]` extra: that endpoint then gets nothing."""
     from .exporters.relay.shapes import ShapedSpanExporter
 
-    exporter = ShapedSpanExporter(_otlp_exporter("traces", endpoint.target, settings), endpoint.type,
-                                  endpoint.resource)
+    try:
+        otlp = _otlp_exporter("traces", endpoint.target, settings)
+    except GrpcMissing as exc:
+        _log.once("grpc-missing:relay", "hermes-otel: %s; NeMo Relay's gRPC endpoints get no spans", exc,
+                  level=logging.ERROR, per_process=True)
+        return None
+    exporter = ShapedSpanExporter(otlp, endpoint.type, endpoint.resource)
     return OurBatchSpanProcessor(
         exporter,
         max_queue_size=endpoint.max_queue_size,

@@ -139,9 +139,19 @@ def plugin_sets() -> tuple[set[str], set[str]]:
 
 
 def save_plugin_sets(enabled: set[str], disabled: set[str]) -> None:
-    """Write both lists as `hermes plugins enable/disable` writes them."""
+    """Write both lists as `hermes plugins enable/disable` writes them. Where Hermes has a package-manager updater
+    (0.20+: its `_save_enabled_set` hands off to that updater, which downloads a runtime), the public config API
+    (`hermes_cli.config.load_config` / `save_config`) writes them instead: nothing else is started."""
     from hermes_cli import plugins_cmd
 
+    if importlib.util.find_spec("hermes_cli._old_updater") is not None:
+        from hermes_cli.config import load_config, save_config
+
+        config = load_config()
+        plugins = config.setdefault("plugins", {})
+        plugins["enabled"], plugins["disabled"] = sorted(enabled), sorted(disabled)
+        save_config(config)
+        return
     plugins_cmd._save_enabled_set(enabled)
     plugins_cmd._save_disabled_set(disabled)
 

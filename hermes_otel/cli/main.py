@@ -288,9 +288,13 @@ def _check_runtime(report: _Report, settings: config.Settings) -> None:
     checks: list[tuple[str, str, object, bool]] = []  # (label, consequence, probe call, a fault if it fails)
     spooled: set[int] = set()  # the checks of OTLP endpoints: what they cannot take goes to the spool
     for signal, target in plan.otlp.items():
+        label = f"{signal} endpoint {masking.mask_url(target.endpoint)} ({target.protocol})"
+        if target.protocol == "grpc" and probe.grpc_missing():  # the runtime writes files instead, as it says
+            checks.append((label, f"{signal} will be written to files under {plan.file_directory} instead",
+                           _otlp_probe(signal, target), True))
+            continue
         spooled.add(len(checks))
-        checks.append((f"{signal} endpoint {masking.mask_url(target.endpoint)} ({target.protocol})",
-                       f"{signal} will be dropped", _otlp_probe(signal, target), True))
+        checks.append((label, f"{signal} will be dropped", _otlp_probe(signal, target), True))
     for endpoint in plan.relay_span_endpoints:
         target = endpoint.target
         spooled.add(len(checks))

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._internal.extras import grpc_missing
 from ..redaction.masking import mask_text
 
 TIMEOUT_S = 2.0
@@ -84,6 +85,9 @@ def otlp_http(url: str, headers: Mapping[str, str], timeout_s: float = TIMEOUT_S
 def otlp_grpc(endpoint: str, signal: str, headers: Mapping[str, str], timeout_s: float = TIMEOUT_S) -> Answer:
     import urllib.parse
 
+    missing = grpc_missing()
+    if missing is not None:
+        return Answer(False, missing)
     import grpc
 
     parts = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")

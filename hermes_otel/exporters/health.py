@@ -35,6 +35,22 @@ from ..redaction.masking import OTLP_EXPORTER_LOGGERS
 current = threading.local()  # .export: who exports (.signal, .report(record)) while one of our exports runs
 
 
+def _sdk_says_queue_full() -> bool:
+    """Whether the SDK's batch processors warn for each item they drop at a full queue (SDK 1.40 and later; 1.39,
+    Hermes 0.2x's pin, drops silently). A behaviour, not a name, so its release is the only thing to check."""
+    from opentelemetry.sdk.version import __version__ as sdk
+
+    try:
+        return tuple(int(part) for part in sdk.split(".")[:2]) >= (1, 40)
+    except ValueError:  # a release we cannot read: a newer one
+        return True
+
+
+# Where the SDK warns, our log filter counts each of our processors' drops from that warning; where it is silent,
+# they count from a tally of their own queue (:class:`_Room`).
+SDK_SAYS_QUEUE_FULL = _sdk_says_queue_full()
+
+
 class ExportHealth:
     """Process-wide record of failing exports; cheap to query from any thread."""
 
@@ -118,12 +134,16 @@ class _CountQueueFull(logging.Filter):
         if not message.startswith(QUEUE_FULL):
             return True
         try:
-            health.dropped[signal] += 1
-            _log.once(f"queue-full:{signal}", "hermes-otel: the %s export queue is full (the exporter cannot keep up); "
-                      "new items are dropped and counted in hermes.otel.exporter.dropped", signal)
+            _count_queue_full(signal)
         except Exception:  # noqa: BLE001 - a logging filter must not raise into the SDK
             pass
         return False
+
+
+def _count_queue_full(signal: str) -> None:
+    health.dropped[signal] += 1
+    _log.once(f"queue-full:{signal}", "hermes-otel: the %s export queue is full (the exporter cannot keep up); "
+              "new items are dropped and counted in hermes.otel.exporter.dropped", signal)
 
 
 class _SkipsFailingFlush:
@@ -145,14 +165,32 @@ class _SkipsFailingFlush:
 
 
 class OurBatchSpanProcessor(_SkipsFailingFlush, BatchSpanProcessor):
-    """The SDK's batch span processor, marking its `on_end` as ours for the queue-full count."""
+    """The SDK's batch span processor, marking its `on_end` as ours for the queue-full count (where the SDK drops
+    silently, counting from a tally of its queue: :data:`SDK_SAYS_QUEUE_FULL`)."""
+
+    def __init__(self, exporter: Any, max_queue_size: int | None = None, schedule_delay_millis: float | None = None,
+                 max_export_batch_size: int | None = None, export_timeout_millis: float | None = None,
+                 **kwargs: Any) -> None:
+        self._room: _Room | None = None
+        if not SDK_SAYS_QUEUE_FULL:  # a tally that never waits: spans end on the agent's threads
+            self._room = _Room(max_queue_size, 0, lambda: True)
+            exporter = _Counted(exporter, self._room)
+        super().__init__(exporter, max_queue_size, schedule_delay_millis, max_export_batch_size,
+                         export_timeout_millis, **kwargs)
 
     def on_end(self, span: Any) -> None:
+        if self._room is not None and self._room.add():
+            _count_queue_full("traces")
         current.queueing = "traces"
         try:
             super().on_end(span)
         finally:
             current.queueing = None
+
+    def shutdown(self) -> None:
+        if self._room is not None:
+            self._room.close()
+        super().shutdown()
 
 
 class _Room:
@@ -162,7 +200,8 @@ class _Room:
     ours: what `on_emit` handed in minus what `export` received (what the worker took out) is the queue's length,
     counted here (plus a batch between the worker's pop and its export, a few microseconds). The count is capped at
     the queue's size, as the queue is: at a full queue the SDK drops one for each one added. So a miscount errs
-    low (toward the SDK's counted drop), never toward a wait with nothing in the queue to wait for."""
+    low (toward the SDK's counted drop), never toward a wait with nothing in the queue to wait for. Where the SDK drops
+    silently (:data:`SDK_SAYS_QUEUE_FULL`), a full count is what our processors count as a drop, spans' included."""
 
     def __init__(self, size: int | None, timeout_s: float, failing: Callable[[], bool]) -> None:
         self._held = 0
@@ -180,24 +219,27 @@ class _Room:
         self._held = 0
         self._changed = threading.Condition(threading.Lock())
 
-    def add(self) -> None:
+    def add(self) -> bool:
         """One item goes in. On a thread of ours that may wait (`current.room_until`, a monotonic deadline: the
         records thread's work), first wait for room: at most the export timeout once per batch the worker takes
         (an export that hangs past it costs one wait, not one per record), never past that deadline or the
         processor's shutdown, nor while the endpoint is known to be failing (its exports spool at once, but a
         collector that hangs holds the worker's probe of it up to the export timeout every few seconds). Any other
-        thread (the agent's) never waits: the SDK drops its oldest, counted."""
+        thread (the agent's) never waits: the SDK drops its oldest, counted. Returns whether the queue is full
+        still (this item costs the SDK's oldest one)."""
         until = getattr(current, "room_until", None)
         with self._changed:
             if self._size is None:
-                return
+                return False
             if (until is not None and self._held >= self._size and not self._closed and not self._stalled
                     and not self._failing()):
                 wait_s = min(self._timeout_s, until - time.monotonic())
                 if wait_s > 0:
                     self._stalled = not self._changed.wait_for(
                         lambda: self._held < self._size or self._closed, wait_s)  # type: ignore[operator]
+            full = self._held >= self._size and not self._closed  # after shutdown the SDK ignores it: no drop
             self._held = min(self._held + 1, self._size)
+            return full
 
     def taken(self, count: int) -> None:
         with self._changed:
@@ -238,7 +280,8 @@ class OurBatchLogRecordProcessor(_SkipsFailingFlush, BatchLogRecordProcessor):
                          export_timeout_millis, max_queue_size, **kwargs)
 
     def on_emit(self, log_record: Any) -> None:
-        self._room.add()
+        if self._room.add() and not SDK_SAYS_QUEUE_FULL:
+            _count_queue_full("logs")
         current.queueing = "logs"
         try:
             super().on_emit(log_record)

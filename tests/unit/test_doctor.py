@@ -17,8 +17,8 @@ import pytest
 
 from hermes_otel import config, telemetry
 from hermes_otel.cli import main as cli
+from tests.harness.extras import needs_grpc
 from tests.harness.http_sink import HttpSink
-from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
 from tests.harness.otlp_receiver import OTLPReceiver
 
 HTTP_OK = "an OTLP/HTTP receiver accepted an empty export: HTTP 200 (application/x-protobuf)"
@@ -98,7 +98,10 @@ def test_an_otlp_http_receiver_is_probed_with_an_empty_export(home, monkeypatch,
         assert f"ok    {signal} endpoint {endpoint}/v1/{signal} (http/protobuf): {HTTP_OK}" in lines
 
 
+@needs_grpc
 def test_an_otlp_grpc_receiver_is_probed_with_an_empty_export(home, monkeypatch, capsys):
+    from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
+
     with OTLPGrpcReceiver() as receiver:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
@@ -119,6 +122,7 @@ def test_an_unrelated_web_server_is_not_called_a_collector(home, monkeypatch, ca
             "an OTLP/HTTP receiver (it answers protobuf): traces will be dropped") in lines
 
 
+@needs_grpc
 def test_grpc_pointed_at_a_web_server_says_so(home, monkeypatch, capsys):
     with WebServer() as web:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", web.url)

@@ -73,7 +73,7 @@ def test_someone_elses_wrapper_first_means_we_stand_down():
     try:
         assert http_client.instrument(lambda: None) == "other"
     finally:
-        from opentelemetry.instrumentation.utils import unwrap
+        from hermes_otel._internal.suppress import unwrap  # opentelemetry-instrumentation is an optional extra
 
         unwrap(httpx.HTTPTransport, "handle_request")
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import base64
 import enum
+import inspect
 import json
 import logging
 import math
+import os
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
+from unittest import mock
 
 import pytest
 from opentelemetry._logs import LogRecord as APILogRecord
@@ -81,6 +85,22 @@ def _encode_logs_json_reference(batch):
 
 # The limits tests drop log attributes on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:Log record attributes were dropped")
+
+
+def _reference_encodes_none() -> bool:
+    """Whether the installed exporter encodes a None value as an empty AnyValue, as ours does (1.43 and later);
+    before, it left a log's None body and attribute values out and dropped a span attribute holding one."""
+    from opentelemetry.exporter.otlp.proto.common._internal import _encode_value
+
+    try:
+        return _encode_value(None) is not None
+    except Exception:  # noqa: BLE001 - an older exporter: None is an invalid type there
+        return False
+
+
+# For the tests whose batches hold None values (log bodies and attributes, hand-built span attributes).
+needs_current_reference = pytest.mark.skipif(
+    not _reference_encodes_none(), reason="the installed exporter (before 1.43) encodes None values otherwise")
 
 RESOURCE = Resource.create(
     {
@@ -250,7 +270,9 @@ def test_varied_spans_match_reference() -> None:
     assert all_spans["remote child"]["traceState"] == "vendor=v1,other=xy"
     assert all_spans["chat gpt-4o"]["status"] == {"message": "boom", "code": 2}
     assert all_spans["turn"]["events"][2]["droppedAttributesCount"] == 1
-    assert len(all_spans["turn"]["attributes"]) == len(ALL_ATTRIBUTE_TYPES)
+    # Every value the SDK kept (SDK 1.39 drops a bytes value that is not UTF-8; later releases keep it as bytes).
+    kept = next(span for span in spans if span.name == "turn").attributes
+    assert len(all_spans["turn"]["attributes"]) == len(kept) >= len(ALL_ATTRIBUTE_TYPES) - 1
 
 
 @pytest.mark.parametrize("size", [1, 2, 5])
@@ -410,16 +432,20 @@ def varied_log_records() -> list[Any]:
     logger.emit(body="unsampled", context=set_span_in_context(unsampled))
 
     # Dropped attributes through LogRecordLimits, on a second resource.
-    limited = logger_provider(
-        memory,
-        resource=Resource.create({"service.name": "limited"}),
-        log_record_limits=LogRecordLimits(max_log_record_attributes=1),
-    )
-    limited.get_logger("limited").emit(body="limited", attributes={"a": 1, "b": 2, "c": 3})
+    limited = Resource.create({"service.name": "limited"})
+    if "log_record_limits" in inspect.signature(LoggerProvider).parameters:
+        provider = logger_provider(memory, resource=limited,
+                                   log_record_limits=LogRecordLimits(max_log_record_attributes=1))
+        provider.get_logger("limited").emit(body="limited", attributes={"a": 1, "b": 2, "c": 3})
+    else:  # SDK before 1.45: the limits come from the environment only, read as each record is made
+        with mock.patch.dict(os.environ, {"OTEL_ATTRIBUTE_COUNT_LIMIT": "1"}):
+            logger_provider(memory, resource=limited).get_logger("limited").emit(
+                body="limited", attributes={"a": 1, "b": 2, "c": 3})
     logger.emit(body="back on the first resource")
     return list(memory.get_finished_logs())
 
 
+@needs_current_reference
 def test_varied_log_records_match_reference() -> None:
     batch = varied_log_records()
     encoded = check_logs(batch)
@@ -435,6 +461,7 @@ def test_varied_log_records_match_reference() -> None:
     assert limited["droppedAttributesCount"] == 2
 
 
+@needs_current_reference
 @pytest.mark.parametrize("size", [1, 3])
 def test_each_log_record_alone_and_in_small_batches(size: int) -> None:
     batch = varied_log_records()
@@ -512,6 +539,18 @@ def _outcome(encode: Callable[[Any], dict[str, Any]], batch: Any) -> Any:
         return type(error)
 
 
+def _reference_outcome(encode: Callable[[Any], dict[str, Any]], batch: Any) -> Any:
+    """The reference's outcome as protobuf 7.34 and later give it: a bool in an integer field is a TypeError there,
+    as in our encoder; protobuf before 7.34 (all that SDK 1.39 allows) still takes it with a DeprecationWarning."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        outcome = _outcome(encode, batch)
+    if any("Expected an int, got a boolean" in str(w.message) for w in caught):
+        return TypeError
+    return outcome
+
+
+@needs_current_reference
 def test_random_batches_match_reference_including_failures() -> None:
     logging.disable(logging.CRITICAL)  # dropped attributes are logged
     try:
@@ -551,7 +590,7 @@ def test_random_batches_match_reference_including_failures() -> None:
                     )
                 )
             outcomes.append(_outcome(encode_spans_json, spans))
-            assert outcomes[-1] == _outcome(_encode_spans_json_reference, spans)
+            assert outcomes[-1] == _reference_outcome(_encode_spans_json_reference, spans)
 
             logs = []
             for _ in range(rnd.randrange(1, 4)):
@@ -569,7 +608,7 @@ def test_random_batches_match_reference_including_failures() -> None:
                 )
                 logs.append(ReadableLogRecord(record, rnd.choice(resources), rnd.choice(scopes)))
             outcomes.append(_outcome(encode_logs_json, logs))
-            assert outcomes[-1] == _outcome(_encode_logs_json_reference, logs)
+            assert outcomes[-1] == _reference_outcome(_encode_logs_json_reference, logs)
     finally:
         logging.disable(logging.NOTSET)
     # Both kinds of outcome were exercised.

@@ -10,6 +10,7 @@ import urllib.request
 import pytest
 
 from hermes_otel import telemetry
+from hermes_otel._internal import log as _log
 from hermes_otel.config import load_settings
 from hermes_otel.exporters import prometheus
 
@@ -68,6 +69,7 @@ def test_metrics_are_served_with_prometheus_names(pull, tmp_path):
 
 def test_missing_extra_is_reported_once_and_metrics_are_pushed(tmp_path, monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "opentelemetry.exporter.prometheus", None)  # import fails
+    monkeypatch.setattr(_log, "_seen_for_process", set())  # said once per process: whatever ran before, now
     settings = _settings(tmp_path, OTEL_METRICS_EXPORTER="prometheus", OTEL_EXPORTER_PROMETHEUS_PORT="1")
     with caplog.at_level(logging.DEBUG, logger="hermes_otel"):
         for _ in range(2):

@@ -36,8 +36,8 @@ from hermes_otel.exporters.spool import delivery
 from hermes_otel.exporters.spool.decode import pieces
 from hermes_otel.exporters.spool.resend import REJECTED_HTTP, send_all
 from hermes_otel.exporters.spool.store import Spool, endpoint_key, read_requests, stats
+from tests.harness.extras import needs_grpc
 from tests.harness.fault_servers import FaultServer, refused_endpoint
-from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
 from tests.harness.otlp_receiver import OTLPReceiver
 
 
@@ -168,7 +168,10 @@ def test_a_batch_is_removed_only_once_the_endpoint_acknowledged_it(tmp_path: Pat
     assert spool.entries() == [] and stats.replayed["traces"] == replayed + 1
 
 
+@needs_grpc
 def test_a_grpc_endpoint_gets_the_batch_over_grpc(tmp_path: Path) -> None:
+    from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
+
     with OTLPGrpcReceiver() as receiver:
         spool, targets, batch = _spooled(tmp_path, receiver.endpoint, "grpc")
         report = send_all(spool, targets)
@@ -178,11 +181,13 @@ def test_a_grpc_endpoint_gets_the_batch_over_grpc(tmp_path: Path) -> None:
     assert {s.trace_id for s in got} == {f"{batch[0].context.trace_id:032x}"}
 
 
+@needs_grpc
 def test_one_grpc_endpoint_re_sends_the_batches_of_every_signal(tmp_path: Path, monkeypatch) -> None:
     """A gRPC endpoint takes the three signals at one address, so their batches share one spool key: each signal's
     batches are sent to it (the targets once kept one signal per key, leaving the others spooled for good)."""
     from hermes_otel import config
     from hermes_otel.exporters.spool.resend import targets_of
+    from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
 
     with OTLPGrpcReceiver() as receiver:
         monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
@@ -232,9 +237,12 @@ def test_a_batch_the_endpoint_rejects_as_malformed_is_removed_and_counted(tmp_pa
     assert sum(f"rejected a spooled traces batch (HTTP {status})" in r.getMessage() for r in caplog.records) == 1
 
 
+@needs_grpc
 @pytest.mark.parametrize("code", KEPT_GRPC)
 def test_a_batch_answered_with_any_other_grpc_error_is_kept(tmp_path: Path, code: str) -> None:
     import grpc
+
+    from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
 
     with OTLPGrpcReceiver(answer=grpc.StatusCode[code]) as receiver:
         spool, targets, _ = _spooled(tmp_path, receiver.endpoint, "grpc")

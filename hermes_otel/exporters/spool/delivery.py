@@ -262,11 +262,17 @@ def metric_preferences(environ: Mapping[str, str] | None = None) -> tuple[dict[t
 def sdk_exporter(signal: str, target: Any) -> tuple[Any, ExporterSession | None]:
     """The SDK's OTLP exporter for `target` (an OTLPTarget), live and re-send alike, and its HTTP session. It
     sends exactly the validated headers, never the environment's OTEL_*_HEADERS re-read by the SDK (HTTP: our
-    session; gRPC: metadata it takes as given even when empty)."""
+    session; gRPC: metadata it takes as given even when empty). Raises GrpcMissing for gRPC without the `[grpc]`
+    extra."""
     gzip = target.compression == "gzip"
     session = None
     kwargs: dict[str, Any]
     if target.protocol == "grpc":
+        from ..._internal.extras import GrpcMissing, grpc_missing
+
+        missing = grpc_missing()
+        if missing is not None:
+            raise GrpcMissing(missing)
         from grpc import Compression as GrpcCompression
 
         compression: Any = GrpcCompression.Gzip if gzip else GrpcCompression.NoCompression

@@ -1,0 +1,34 @@
+"""plugin.yaml says what the code does: the hooks and middleware register() registers (Hermes's validator compares
+them), and the Python dependencies a directory install gets are pyproject's runtime dependencies."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import yaml
+
+import hermes_otel
+from hermes_otel.capture.bridge import HOOKS
+from hermes_otel.capture.calls import execution_middleware
+
+PACKAGE = Path(hermes_otel.__file__).resolve().parent
+MANIFEST = yaml.safe_load((PACKAGE / "plugin.yaml").read_text(encoding="utf-8"))
+
+
+def test_the_manifest_is_v2_and_names_the_hermes_it_needs():
+    assert (MANIFEST["manifest_version"], MANIFEST["name"], MANIFEST["requires_hermes"]) == (2, "hermes_otel", ">=0.16")
+
+
+def test_provides_hooks_are_the_hooks_we_subscribe_to():
+    assert MANIFEST["provides_hooks"] == list(HOOKS)
+
+
+def test_provides_middleware_is_what_register_adds():
+    assert MANIFEST["provides_middleware"] == list(execution_middleware(lambda: None))
+
+
+def test_python_dependencies_are_pyprojects():
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert MANIFEST["python_dependencies"] == project["dependencies"]
+    assert MANIFEST["version"] == project["version"]
