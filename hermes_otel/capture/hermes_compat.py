@@ -114,6 +114,16 @@ def running_chain(next_call: Any) -> tuple[list, Any] | None:
     return callbacks.cell_contents, terminal
 
 
+def public_surfaces() -> bool:
+    """A Hermes of the 0.20+ line (it has the stream hooks), traced through its public plugin surfaces only: nothing
+    of it is rebound (0.22 also fires the auxiliary-call hooks and copies context into its provider threads)."""
+    try:
+        from hermes_cli.plugins import VALID_HOOKS
+    except Exception:  # noqa: BLE001 - no Hermes
+        return False
+    return "on_stream_start" in VALID_HOOKS
+
+
 def runner_takes_callbacks() -> bool | None:
     """Whether Hermes's chain runner is handed the callbacks (0.17-0.19: `(kind, callbacks, terminal_call,
     **kwargs)`), or reads them itself (0.20+: `(kind, terminal_call, **kwargs)`); None without a runner."""
@@ -164,6 +174,8 @@ _METADATA_DISK = ("_get_model_metadata_cache_path", "_load_model_metadata_disk_c
 def pricing_fetches() -> bool:
     """Hermes's pricing may fetch from inside `estimate_usage_cost` what nothing fetched before (0.16-0.19, whose
     metadata module still has `_is_openrouter_base_url`): priced there only through capture/legacy/internals.py."""
+    if public_surfaces():
+        return False
     metadata = sys.modules.get("agent.model_metadata") or _module("agent.model_metadata")
     return metadata is not None and hasattr(metadata, "_is_openrouter_base_url")
 

