@@ -90,8 +90,8 @@ def _register(ctx: Any) -> None:
         safely(legacy.load("auxiliary").instrument, runtime.current_tracker)
     if tracker is not None and result.settings.http_client_spans:
         safely(_http_client().instrument, runtime.http_tracer_provider)  # the provider is looked up per request
-    elif "http_client" in sys.modules.get(__package__ + ".capture", sys).__dict__:
-        safely(_http_client().release)
+    elif (loaded := sys.modules.get(f"{__package__}.capture.http_client")) is not None:
+        safely(loaded.release)  # the setting or telemetry turned off: httpx as it was
     settings = result.settings
     safely(hermes_logs.install, runtime.hermes_log_sink,
            settings.hermes_log_level if tracker is not None and settings.logs_enabled else "off")
@@ -99,6 +99,9 @@ def _register(ctx: Any) -> None:
         for hook, callback in callbacks().items():
             if hook not in result.settings.observer_exclude_hooks:
                 ctx.register_hook(hook, callback)
+    if mode != _last_mode and mode == "middleware":
+        for text in hermes_compat.degraded():  # once per process (and again when the mode changes)
+            _log.logger.info("hermes-otel: degraded on this Hermes: %s", text)
     if mode != _last_mode:
         _log.logger.info(
             "hermes-otel %s: %s",

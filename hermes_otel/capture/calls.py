@@ -154,8 +154,11 @@ def _trace_layers(tracker_source: TrackerSource, kind: str, ours: Callable[..., 
         _log.once(f"layers:not-first:{kind}", "hermes-otel: %d %s layer(s) registered before ours run outside "
                   "its span (plugins loaded before hermes_otel): %s", mine, kind,
                   ", ".join(attribution.plugin_of(cb) for cb in callbacks[:mine]))
-    attribution.learn_modules(manager)
     others = callbacks[mine + 1:]
+    for callback in others:  # who registered it, learned once (Hermes names the loaded plugins' modules)
+        if not attribution.known(callback):
+            attribution.learn_modules(manager)
+            attribution.remember(callback, attribution.plugin_of(callback))
     layers, traced_terminal = tracker.layers.chain(kind, others, terminal.cell_contents, context)
     callbacks[mine + 1:] = layers
     terminal.cell_contents = traced_terminal

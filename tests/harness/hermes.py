@@ -105,8 +105,8 @@ def hermes_cli(*args: str, env: Mapping[str, str], timeout: float = 120) -> Chat
 CHAT_ARGS = ("--provider", "custom", "-m", "fake-model", "--max-turns", "4", "-Q", "--yolo", "--source", "tool")
 
 
-def hermes_chat(prompt: str, *, env: Mapping[str, str], toolsets: str = "terminal") -> ChatResult:
-    return hermes_cli("chat", "-q", prompt, "-t", toolsets, *CHAT_ARGS, env=env)
+def hermes_chat(prompt: str, *, env: Mapping[str, str], toolsets: str = "terminal", timeout: float = 120) -> ChatResult:
+    return hermes_cli("chat", "-q", prompt, "-t", toolsets, *CHAT_ARGS, env=env, timeout=timeout)
 
 
 def start_chat(prompt: str, *, env: Mapping[str, str], toolsets: str = "terminal") -> subprocess.Popen:

@@ -53,13 +53,14 @@ def test_hermes_plugins_validate_passes(tmp_path: Path) -> None:
 SCRIPT = (Reply.tools(ToolCall("terminal", {"command": "echo lines"}, id="call_l")), Reply.text("lines ok"))
 
 
-@pytest.mark.timeout(400)  # a cold `hermes chat` of the 0.2x line takes 30-60 s here
+@pytest.mark.timeout(400)  # a `hermes chat` of the 0.2x line takes 30-60 s here
 def test_a_cli_run_through_two_middleware_plugins_gives_the_0_19_tree(tmp_path: Path) -> None:
     with FakeLLMServer(SCRIPT) as server, OTLPReceiver() as receiver:
         home = write_home(tmp_path / "home", server.base_url, plugins=("mw_alpha", "mw_beta"))
         install_test_plugins(home)
         env = clean_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
-        result = hermes_chat("run echo lines", env=env)
+        # Offline here, 0.22's `hermes chat -q` waits ~30 s after its answer before it exits (with or without us).
+        result = hermes_chat("run echo lines", env=env, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
         assert result.answer == "lines ok"
         spans = receiver.wait_for_spans(lambda s: any(x.name == "invoke_agent hermes" for x in s), timeout=15)

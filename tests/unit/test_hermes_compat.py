@@ -72,7 +72,7 @@ def test_the_check_finds_these_names_in_the_old_shapes(tmp_path):
 
 @pytest.mark.parametrize(("version", "known"), [
     ("0.16.0", True), ("0.17.0", True), ("0.18.2", True), ("0.19.0", True), ("0.19.7", True),
-    ("0.15.9", False), ("0.20.0", False), ("1.0.0", False), (None, False),
+    ("0.15.9", False), ("0.22.2.post1", True), ("0.23.0", False), ("1.0.0", False), (None, False),
 ])
 def test_the_releases_we_know(version, known):
     assert hermes_compat.known(version) is known
@@ -105,11 +105,11 @@ def test_doctor_says_which_names_a_hermes_lacks():
 
 
 def test_doctor_says_when_it_does_not_know_the_release():
-    checked = hermes_compat.check("0.20.1")  # the installed 0.19.0's modules, under a version we have not read
-    assert checked == hermes_compat.Check("0.20.1", False, [])
+    checked = hermes_compat.check("0.23.1")  # the installed 0.19.0's modules, under a version we have not read
+    assert checked == hermes_compat.Check("0.23.1", False, [])
     assert compat_lines(checked) == [
-        ("warn", "hermes-agent 0.20.1 is a release hermes-otel does not know: costs are unknown (its pricing is not "
-                 "run); tracing uses what it finds"),
+        ("warn", "hermes-agent 0.23.1 is a release hermes-otel has not been tested with: tracing and pricing use "
+                 "what they find"),
         ("ok", "every Hermes private name hermes-otel uses was found")]
 
 
