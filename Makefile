@@ -120,7 +120,9 @@ lint: $(VENV)/.test-installed  ## ruff and mypy, as configured in pyproject.toml
 	$(BIN)/mypy
 
 # A test lane's venv (recreated when pyproject.toml changes): $(1) its directory, $(2) what it needs beside this
-# package (editable) and the test runner.
+# package (editable) and the test runner. Requirements with a comma go in through a variable ($(call) splits on commas).
+HYPOTHESIS := 'hypothesis>=6.100,<7'
+PLAYWRIGHT := 'playwright>=1.40,<2'
 define lane_venv
 rm -rf $(1)
 $(PYTHON) -m venv $(1)
@@ -142,7 +144,7 @@ HERMES_RELEASES := 0.16.0 0.17.0 0.18.2 0.19.0
 MATRIX := .cache/hermes-matrix
 
 $(MATRIX)/%/.installed: pyproject.toml
-	$(call lane_venv,$(MATRIX)/$*,'hermes-agent==$*' 'hypothesis>=6.100,<7' 'playwright>=1.40,<2')
+	$(call lane_venv,$(MATRIX)/$*,'hermes-agent==$*' $(HYPOTHESIS) $(PLAYWRIGHT))
 
 test-matrix: $(foreach v,$(HERMES_RELEASES),$(MATRIX)/$(v)/.installed) $(CHROMIUM)  ## the real-Hermes smoke on every supported release
 	$(call run_lanes,$(MATRIX),$(HERMES_RELEASES),hermes-agent,tests/matrix)
@@ -179,7 +181,7 @@ SDK139_DESELECT := \
 	tests/unit/test_resource.py::test_the_schema_url_is_the_newest_of_the_registry_our_names_are_checked_against
 
 $(SDK139)/.installed: pyproject.toml
-	$(call lane_venv,$(SDK139),'$(SDK139_HERMES)' 'hypothesis>=6.100,<7')
+	$(call lane_venv,$(SDK139),'$(SDK139_HERMES)' $(HYPOTHESIS))
 
 test-sdk139: $(SDK139)/.installed  ## the unit tests on OpenTelemetry SDK 1.39.1 without gRPC (Hermes 0.2x's pins)
 	@sdk="$$($(SDK139)/bin/python -m pip --disable-pip-version-check show opentelemetry-sdk | sed -n 's/^Version: //p')"; \

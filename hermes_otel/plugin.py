@@ -21,8 +21,8 @@ from ._internal.safety import safely
 from .capture import hermes_compat, legacy
 from .capture import logs as hermes_logs
 from .capture.calls import execution_middleware
-from .capture.hooks import callbacks
-from .capture.hooks_only import chat_callbacks
+from .capture.hooks import callbacks, hook_names
+from .capture.hooks_only import auxiliary_callbacks, chat_callbacks
 from .config import load_settings
 from .middleware import log_hygiene
 
@@ -95,6 +95,9 @@ def _register(ctx: Any) -> None:
     settings = result.settings
     safely(hermes_logs.install, runtime.hermes_log_sink,
            settings.hermes_log_level if tracker is not None and settings.logs_enabled else "off")
+    if tracker is not None and "pre_auxiliary_call" in hook_names():  # spans of the auxiliary calls it reports
+        for hook, callback in auxiliary_callbacks(runtime.current_tracker).items():
+            ctx.register_hook(hook, callback)  # before the bridge's: each record finds its span
     if tracker is not None:
         for hook, callback in callbacks().items():
             if hook not in result.settings.observer_exclude_hooks:

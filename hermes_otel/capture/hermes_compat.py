@@ -316,7 +316,8 @@ def degraded() -> list[str]:
         lines.append("auxiliary model calls (titles, compression, vision) are not traced: this Hermes fires no "
                      "auxiliary-call hooks")
     else:
-        lines.append("auxiliary model calls are observer records (pre/post_auxiliary_call), not chat spans yet")
+        lines.append("streamed auxiliary model calls are observer records only (Hermes reports one when it hands "
+                     "the stream back, before it is read)")
     lines.append("streamed replies: no time-to-first-chunk yet (the stream hooks are subscribed, one record per "
                  "stream, none per chunk)")
     if _isolated():

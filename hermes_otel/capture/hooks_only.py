@@ -1,4 +1,5 @@
-"""Chat spans from observer hooks, for a Hermes without middleware (0.16.0).
+"""Chat spans from observer hooks: for a Hermes without middleware (0.16.0), and for auxiliary model calls where
+Hermes reports them (0.21+: `pre/post_auxiliary_call`, see :func:`auxiliary_callbacks`).
 
 There the provider call cannot be wrapped, so each attempt's `chat` span runs from `pre_api_request`
 (fired just before the call) to `post_api_request` (after it succeeded) or `api_request_error` (a failed
@@ -53,15 +54,39 @@ def _response(payload: Mapping[str, Any]) -> dict[str, Any]:
     return response
 
 
+class _Open:
+    """Calls opened by one hook and ended by another, by key (bounded: the oldest is ended when more are open)."""
+
+    def __init__(self) -> None:
+        self._calls: OrderedDict[Any, Call] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, tracker: Tracker, key: Any, call: Call) -> None:
+        with self._lock:
+            stale = self._calls.pop(key, None)
+            self._calls[key] = call
+            evicted = [self._calls.popitem(last=False)[1] for _ in range(len(self._calls) - _MAX_OPEN)]
+        for old in ([stale] if stale is not None else []) + evicted:
+            tracker.finish_chat(old)
+
+    def take(self, key: Any) -> Call | None:
+        with self._lock:
+            return self._calls.pop(key, None)
+
+
+def _named(callbacks: dict[str, Callable[..., None]], prefix: str) -> dict[str, Callable[..., None]]:
+    for name, callback in callbacks.items():
+        callback.__name__ = callback.__qualname__ = f"{prefix}{name}"
+    return callbacks
+
+
 def chat_callbacks(tracker: TrackerSource) -> dict[str, Callable[..., None]]:
     """`pre_api_request` / `post_api_request` / `api_request_error` callbacks that open and end chat spans."""
-    open_calls: OrderedDict[str, Call] = OrderedDict()
-    lock = threading.Lock()
+    attempts = _Open()
 
     def take(payload: Mapping[str, Any]) -> Call | None:
         key = payload.get("api_request_id")
-        with lock:
-            return open_calls.pop(key, None) if isinstance(key, str) else None
+        return attempts.take(key) if isinstance(key, str) else None
 
     def pre_api_request(**payload: Any) -> None:
         live = tracker()
@@ -73,13 +98,7 @@ def chat_callbacks(tracker: TrackerSource) -> dict[str, Callable[..., None]]:
         try:
             request = payload.get("request")
             body = request.get("body") if isinstance(request, Mapping) else None
-            call = live.start_chat(body if isinstance(body, Mapping) else None, payload)
-            with lock:
-                stale = open_calls.pop(key, None)
-                open_calls[key] = call
-                evicted = [open_calls.popitem(last=False)[1] for _ in range(len(open_calls) - _MAX_OPEN)]
-            for old in ([stale] if stale is not None else []) + evicted:
-                live.finish_chat(old)
+            attempts.put(live, key, live.start_chat(body if isinstance(body, Mapping) else None, payload))
         except Exception as exc:  # noqa: BLE001 - never into Hermes
             report(pre_api_request, exc)
         return None
@@ -102,8 +121,40 @@ def chat_callbacks(tracker: TrackerSource) -> dict[str, Callable[..., None]]:
                 report(api_request_error, exc)
         return None
 
-    callbacks = {"pre_api_request": pre_api_request, "post_api_request": post_api_request,
-                 "api_request_error": api_request_error}
-    for name, callback in callbacks.items():
-        callback.__name__ = callback.__qualname__ = f"hermes_otel_chat_{name}"
-    return callbacks
+    return _named({"pre_api_request": pre_api_request, "post_api_request": post_api_request,
+                   "api_request_error": api_request_error}, "hermes_otel_chat_")
+
+
+def auxiliary_callbacks(tracker: TrackerSource) -> dict[str, Callable[..., None]]:
+    """`pre_auxiliary_call` / `post_auxiliary_call` callbacks (Hermes 0.21+): a `chat` span for each attempt of an
+    auxiliary model call (titles, compression, vision...), in its turn's trace (the session's last turn when the
+    call comes after it, as a title does), priced and rolled up like the main loop's. A streamed auxiliary call
+    passes untraced: Hermes reports it when the stream is handed back, before it is read."""
+    attempts = _Open()
+
+    def key(payload: Mapping[str, Any]) -> tuple[Any, Any]:
+        return payload.get("api_request_id"), payload.get("retry_count")
+
+    def pre_auxiliary_call(**payload: Any) -> None:
+        live = tracker()
+        if live is None or payload.get("streaming") or not isinstance(payload.get("api_request_id"), str):
+            return None
+        try:
+            attempts.put(live, key(payload), live.start_auxiliary(payload))
+        except Exception as exc:  # noqa: BLE001 - never into Hermes
+            report(pre_auxiliary_call, exc)
+        return None
+
+    def post_auxiliary_call(**payload: Any) -> None:
+        live, call = tracker(), attempts.take(key(payload))
+        if live is not None and call is not None:
+            try:
+                error = _reported_error({"error": {"type": payload.get("error_type"), "message": payload["error"]}}) \
+                    if payload.get("error") else None
+                live.finish_chat(call, None if error else _response(payload), error)
+            except Exception as exc:  # noqa: BLE001
+                report(post_auxiliary_call, exc)
+        return None
+
+    return _named({"pre_auxiliary_call": pre_auxiliary_call, "post_auxiliary_call": post_auxiliary_call},
+                  "hermes_otel_")

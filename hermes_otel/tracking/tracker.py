@@ -161,6 +161,16 @@ class Tracker:
         self.trace_rewrites("llm_request", context)
         return self.chats.start(request, context)
 
+    def start_auxiliary(self, payload: Mapping[str, Any]) -> Call:
+        """An auxiliary model call's attempt as Hermes reports it (`pre_auxiliary_call`): a `chat` span in its
+        turn's trace, named for its task (`hermes.llm.purpose`)."""
+        session, turn_id = text(payload.get("session_id")), text(payload.get("turn_id"))
+        parent, turn_id = self.turns.context_of(session, turn_id)
+        request = {k: payload[k] for k in ("model", "max_tokens") if payload.get(k) is not None}
+        context = {k: payload[k] for k in ("provider", "base_url", "api_mode") if isinstance(payload.get(k), str)}
+        context.update(purpose=text(payload.get("aux_task")) or None, session_id=session, turn_id=turn_id)
+        return self.chats.start_auxiliary(request, context, parent)
+
     def finish_chat(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
         self.chats.finish(call, response, error)
 

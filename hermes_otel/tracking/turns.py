@@ -102,6 +102,24 @@ class Turns:
         session = text(session_id)
         return self.open.find(lambda t: t.session_id == session) if session else None
 
+    def context_of(self, session: str, turn_id: str = "") -> tuple[otel_context.Context, str]:
+        """(parent context, turn id) of work a session's turn did outside its spans (an auxiliary model call): the
+        turn `turn_id` while open, else the session's open turn, else its last turn (a title is generated after
+        the turn ended), else a trace of its own."""
+        turn = self.open.get(turn_id) if turn_id else None
+        if turn is None and session:
+            turn = self.of_session(session)
+            turn_id = next((t for t, open_turn in self.open.items() if open_turn is turn), "") if turn else turn_id
+        if turn is not None:
+            return turn.context, turn_id
+        ended = self.ended.get(turn_id) if turn_id else None
+        last = ended if ended is not None else (self.previous.get(session) if session else None)
+        if last is not None:
+            if ended is None:
+                turn_id = next((t for t, ctx in self.ended.items() if ctx == last), "")
+            return trace.set_span_in_context(trace.NonRecordingSpan(last)), turn_id
+        return trace.set_span_in_context(trace.INVALID_SPAN), ""
+
     def end(self, turn_id: str, payload: Mapping[str, Any], reason: str | None) -> None:
         turn = self.open.pop(turn_id)
         if turn is None:

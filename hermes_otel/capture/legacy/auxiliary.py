@@ -167,16 +167,8 @@ def _placement(tracker: Tracker) -> tuple[otel_context.Context | None, str, str]
             turn_id, turn = only[0]
             return turn.context, turn.session_id, turn_id
         session = ""
-    if session:
-        for turn_id, turn in turns.open.items():
-            if turn.session_id == session:
-                return turn.context, session, turn_id
-        last = turns.previous.get(session)
-        if last is not None:
-            turn_id = next((t for t, ctx in turns.ended.items() if ctx == last), "")
-            return trace.set_span_in_context(trace.NonRecordingSpan(last)), session, turn_id
-        return trace.set_span_in_context(trace.INVALID_SPAN), session, ""
-    return trace.set_span_in_context(trace.INVALID_SPAN), "", ""
+    parent, turn_id = turns.context_of(session)
+    return parent, session, turn_id
 
 
 @functools.lru_cache(maxsize=1)
