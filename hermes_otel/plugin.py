@@ -8,6 +8,7 @@ internal fault is reported once and the agent runs on.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -47,6 +48,45 @@ def _instrumented() -> bool:
     return patches.active
 
 
+def _relay_in_core(settings: Any, path: Path | None) -> Any:
+    """Hermes 0.20+ runs NeMo Relay itself (from HERMES_NEMO_RELAY_PLUGINS_TOML or Relay's own files): the hand-off
+    to Relay's runtime is retired there, and a document Hermes's Relay reads too has its `observability` component
+    exported by Relay alone (ours would be a second copy of every trace and event)."""
+    if settings.relay_handoff:
+        _log.once("relay-handoff-retired", "hermes-otel: relay_handoff is ignored on this Hermes, which runs NeMo "
+                  "Relay itself: Relay exports the observability component of the plugins.toml Hermes gives it "
+                  "(HERMES_NEMO_RELAY_PLUGINS_TOML); see docs/relay.md", level=logging.WARNING)
+        settings = dataclasses.replace(settings, relay_handoff=False)
+    relay_file = os.environ.get("HERMES_NEMO_RELAY_PLUGINS_TOML", "").strip()
+    shared = path is not None and relay_file and Path(relay_file).expanduser() == path
+    if shared and (settings.relay_span_endpoints or settings.atof_sinks or settings.relay_log_targets
+                   or settings.relay_metric_targets):
+        _log.once("relay-core-owns", "hermes-otel: %s is also NeMo Relay's document in this Hermes "
+                  "(HERMES_NEMO_RELAY_PLUGINS_TOML): Relay exports its observability component, hermes-otel's copies "
+                  "of those endpoints and ATOF sinks stand down. Relay refuses a component of kind hermes_otel: keep "
+                  "hermes-otel's own settings in a file of their own (HERMES_OTEL_PLUGINS_TOML)", path,
+                  level=logging.WARNING)
+        settings = dataclasses.replace(settings, relay_span_endpoints=(), relay_log_targets=(),
+                                       relay_metric_targets=(), atof_sinks=())
+    return settings
+
+
+def _tab_in_place() -> None:
+    """The dashboard's Traces tab where Hermes looks for it, however the plugin was enabled (`hermes plugins
+    enable` writes no tab; a directory plugin ships its own): a few small reads when it is there already."""
+    from .config import hermes_home
+    from .tab import install
+
+    try:
+        said = install.install(hermes_home(os.environ))
+    except OSError as exc:  # a read-only home: `hermes-otel doctor` says the tab is missing
+        _log.once("tab-not-written", "hermes-otel: the dashboard's Traces tab could not be written (%s)", exc,
+                  level=logging.INFO)
+        return
+    if said.startswith("installed"):
+        _log.logger.info("hermes-otel: %s", said)
+
+
 def _http_client() -> Any:
     """capture/http_client.py, imported by name: it wraps httpx's transports, and Hermes 0.2x's validator counts
     every package installed beside Hermes (httpx included) as Hermes core when it follows our imports."""
@@ -66,6 +106,8 @@ def _register(ctx: Any) -> None:
     if message:
         level = logging.ERROR if result.file_rejected else logging.WARNING
         _log.logger.log(level, message)
+    if hermes_compat.public_surfaces():
+        result = dataclasses.replace(result, settings=_relay_in_core(result.settings, result.path))
     tracker = runtime.configure(result.settings)
     if tracker is None:
         mode = "disabled"
@@ -102,6 +144,8 @@ def _register(ctx: Any) -> None:
         for hook, callback in callbacks().items():
             if hook not in result.settings.observer_exclude_hooks:
                 ctx.register_hook(hook, callback)
+    if tracker is not None:
+        safely(_tab_in_place)
     if mode != _last_mode and mode == "middleware":
         for text in hermes_compat.degraded():  # once per process (and again when the mode changes)
             _log.logger.info("hermes-otel: degraded on this Hermes: %s", text)

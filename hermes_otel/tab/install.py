@@ -1,9 +1,11 @@
 """Install, remove and check the Traces tab in `$HERMES_HOME/plugins/hermes_otel/dashboard/`.
 
 Hermes finds dashboard plugins only by directory (`plugins/*/dashboard/manifest.json`), never through entry
-points, so `hermes-otel enable` copies the tab there; the folder has no `plugin.yaml`, so Hermes's agent loader
-ignores it. Its `api.py` imports the router of the installed package, so the API always runs the package's code;
-the assets are copies, so `doctor` calls them stale when they differ from the package's.
+points. The directory plugin (`$HERMES_HOME/plugins/hermes_otel/`) ships its tab there already: the package's own
+`dashboard/` folder. For a pip install, `hermes-otel enable` and the plugin's start-up copy that folder there (the
+folder has no `plugin.yaml`, so Hermes's agent loader ignores it); its `api.py` imports the router of the installed
+package, so the API always runs the package's code; the assets are copies, so `doctor` calls them stale when they
+differ from the package's.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ from pathlib import Path
 from ..version import __version__
 
 NAME = "hermes_otel"  # the key Hermes's plugins.enabled gates the tab by: the plugin's own name
-ASSETS = Path(__file__).parent / "assets"
-FILES = ("manifest.json", "dist/index.js", "dist/style.css")
-API = ("# Written by `hermes-otel enable`: the Traces tab's read-only API, from the installed hermes-otel package.\n"
-       "from hermes_otel.tab.routes import router  # noqa: F401\n")
+ASSETS = Path(__file__).resolve().parents[1] / "dashboard"  # the package's own: the directory plugin's tab
+FILES = ("manifest.json", "dist/index.js", "dist/style.css", "api.py")
 
 
 def target(home: Path) -> Path:
@@ -26,17 +26,14 @@ def target(home: Path) -> Path:
 
 
 def _wanted() -> dict[str, bytes]:
-    files = {name: (ASSETS / name).read_bytes() for name in FILES}
-    manifest = json.loads(files["manifest.json"])
-    manifest["version"] = __version__
-    files["manifest.json"] = (json.dumps(manifest, indent=2) + "\n").encode()
-    files["api.py"] = API.encode()
-    return files
+    return {name: (ASSETS / name).read_bytes() for name in FILES}
 
 
 def install(home: Path) -> str:
     """Write (or update) the tab's files; one line saying what was done."""
     directory = target(home)
+    if directory.resolve() == ASSETS:
+        return f"the dashboard's Traces tab is the directory plugin's own ({directory})"
     wanted = _wanted()
     if all(_read(directory / name) == data for name, data in wanted.items()):
         return f"the dashboard's Traces tab is up to date in {directory}"
@@ -54,7 +51,9 @@ def remove(home: Path) -> str | None:
     directory = target(home)
     if not directory.is_dir() or directory.is_symlink():
         return None
-    for name in (*FILES, "api.py"):
+    if directory.resolve() == ASSETS:
+        return None  # the directory plugin's own folder: removing the plugin removes it
+    for name in FILES:
         (directory / name).unlink(missing_ok=True)
     shutil.rmtree(directory / "__pycache__", ignore_errors=True)
     for folder in (directory / "dist", directory, directory.parent):

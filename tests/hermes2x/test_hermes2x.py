@@ -160,3 +160,76 @@ def test_registering_rebinds_nothing_of_hermes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     changed = json.loads(done.stdout.strip().splitlines()[-1])
     assert changed == []
+
+
+RELAY_AND_OURS = """version = 1
+[[components]]
+kind = "observability"
+[components.config]
+version = 4
+[components.config.atof]
+enabled = true
+[[components.config.atof.sinks]]
+type = "file"
+output_directory = "{atof}"
+filename = "events.jsonl"
+[[components]]
+kind = "hermes_otel"
+[components.config]
+relay_handoff = true
+"""
+
+
+def test_relay_is_core_here_no_second_copy_and_no_handoff(tmp_path: Path, monkeypatch, caplog) -> None:
+    """A document Hermes's own Relay reads too (HERMES_NEMO_RELAY_PLUGINS_TOML): Relay exports its observability
+    component, ours stands down (no duplicate events), and the retired hand-off is said and ignored."""
+    from hermes_otel import plugin
+    from hermes_otel.config import load_settings
+
+    document = tmp_path / "plugins.toml"
+    document.write_text(RELAY_AND_OURS.format(atof=tmp_path / "atof"))
+    env = {"HERMES_HOME": str(tmp_path / "home"), "HERMES_NEMO_RELAY_PLUGINS_TOML": str(document)}
+    result = load_settings(env)
+    assert result.path == document and result.settings.atof_sinks and result.settings.relay_handoff
+    monkeypatch.setenv("HERMES_NEMO_RELAY_PLUGINS_TOML", str(document))
+    caplog.set_level("WARNING", logger="hermes_otel")
+    settings = plugin._relay_in_core(result.settings, result.path)
+    assert (settings.atof_sinks, settings.relay_span_endpoints, settings.relay_handoff) == ((), (), False)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "relay_handoff is ignored" in said[0] and "Relay exports its observability" in said[1]
+    # Our own file (HERMES_OTEL_PLUGINS_TOML): nothing of it is Relay's, its sinks are ours to run.
+    assert plugin._relay_in_core(result.settings, tmp_path / "ours.toml").atof_sinks == result.settings.atof_sinks
+
+
+_TAB = r"""
+import json, os, sys
+os.environ["HERMES_HOME"] = sys.argv[1]
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from hermes_cli.web_server_dashboard import _discover_dashboard_plugins, _mount_one_plugin_api
+found = [p for p in _discover_dashboard_plugins() if p.get("name") == "hermes_otel"]
+app = FastAPI()
+mounted = bool(found) and _mount_one_plugin_api(app, found[0], {"hermes_otel"}, set())
+traces = TestClient(app).get("/api/plugins/hermes_otel/traces").json() if mounted else None
+print(json.dumps({"found": [p.get("label") for p in found], "mounted": mounted,
+                  "traces": [t.get("name") for t in (traces or {}).get("traces", [])]}))
+"""
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("layout", ["directory plugin", "pip install, enabled by Hermes"])
+def test_the_traces_tab_is_where_this_dashboard_finds_it_however_enabled(tmp_path: Path, layout: str) -> None:
+    """Hermes's own dashboard discovery and API mounting (this wheel ships no built web UI to drive in a browser):
+    the tab of the directory plugin is its own `dashboard/` folder; a pip install enabled without `hermes-otel
+    enable` gets it from the plugin's first run. Its API serves the turn that run recorded."""
+    with FakeLLMServer((Reply.text("tab ok"),)) as server:
+        home = write_home(tmp_path / "home", server.base_url)
+        if layout == "directory plugin":
+            shutil.copytree(PACKAGE, home / "plugins" / "hermes_otel", ignore=shutil.ignore_patterns("__pycache__"))
+        env = clean_env(home)
+        assert hermes_chat("say tab ok", env=env, timeout=300).returncode == 0
+    done = subprocess.run([sys.executable, "-c", _TAB, str(home)], env=env, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"found": ["Traces"], "mounted": True, "traces": ["invoke_agent hermes"]}, seen

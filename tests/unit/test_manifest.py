@@ -32,3 +32,11 @@ def test_python_dependencies_are_pyprojects():
     project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert MANIFEST["python_dependencies"] == project["dependencies"]
     assert MANIFEST["version"] == project["version"]
+
+
+def test_the_dashboard_tab_ships_in_the_plugins_folder_at_the_packages_version():
+    import json
+
+    tab = json.loads((PACKAGE / "dashboard" / "manifest.json").read_text(encoding="utf-8"))
+    assert (tab["name"], tab["version"], tab["api"]) == ("hermes_otel", hermes_otel.__version__, "api.py")
+    assert (PACKAGE / "dashboard" / tab["entry"]).is_file() and (PACKAGE / "dashboard" / tab["css"]).is_file()
