@@ -6,14 +6,13 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-import yaml
-
 import hermes_otel
 from hermes_otel.capture.bridge import HOOKS
 from hermes_otel.capture.calls import execution_middleware
+from hermes_otel.capture.hermes_compat import yaml_module
 
 PACKAGE = Path(hermes_otel.__file__).resolve().parent
-MANIFEST = yaml.safe_load((PACKAGE / "plugin.yaml").read_text(encoding="utf-8"))
+MANIFEST = yaml_module().safe_load((PACKAGE / "plugin.yaml").read_text(encoding="utf-8"))
 
 
 def test_the_manifest_is_v2_and_names_the_hermes_it_needs():
