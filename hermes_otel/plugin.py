@@ -37,10 +37,10 @@ def register(ctx: Any) -> None:
         _log.logger.error("hermes-otel: disabled after an internal error during register(): %s", exc, exc_info=True)
 
 
-def _instrumented() -> bool:
-    """Hermes's middleware runners wrapped (once per process), on a Hermes whose runner is handed its callbacks
-    (0.17-0.19). A Hermes whose runner reads them itself (0.20+) is traced through the public contract only."""
-    if hermes_compat.public_surfaces() or not hermes_compat.runner_takes_callbacks():
+def _instrumented(public: bool) -> bool:
+    """Hermes's middleware runners wrapped (once per process), on a Hermes whose runner is handed its callbacks and
+    that is not of the 0.20+ line (`public`: traced through its public plugin surfaces only)."""
+    if public or not hermes_compat.runner_takes_callbacks():
         return False
     patches = legacy.load("patches").PATCHES
     if not patches.active and patches.available():
@@ -106,12 +106,13 @@ def _register(ctx: Any) -> None:
     if message:
         level = logging.ERROR if result.file_rejected else logging.WARNING
         _log.logger.log(level, message)
-    if hermes_compat.public_surfaces():
+    public = hermes_compat.public_surfaces()  # the 0.20+ line: nothing of Hermes is rebound
+    if public:
         result = dataclasses.replace(result, settings=_relay_in_core(result.settings, result.path))
     tracker = runtime.configure(result.settings)
     if tracker is None:
         mode = "disabled"
-    elif _instrumented():
+    elif _instrumented(public):
         mode = "instrumented"
         legacy.load("patches").PATCHES.adopt_registered(hermes_compat.plugin_manager(ctx))
     elif callable(getattr(ctx, "register_middleware", None)):
@@ -127,8 +128,8 @@ def _register(ctx: Any) -> None:
     # Hermes's warning about a failing middleware, once and then at DEBUG (0.17-0.19 warn on every call; 0.20+
     # report once themselves, so nothing is added there).
     log_hygiene.install(result.settings.middleware_log_dedupe and mode == "instrumented")
-    if tracker is not None and not hermes_compat.public_surfaces():
-        # model calls outside the main loop (0.16-0.19; 0.20+ fire pre/post_auxiliary_call instead)
+    if tracker is not None and not public:
+        # model calls outside the main loop (0.16-0.19; 0.21+ report them: pre/post_auxiliary_call, below)
         safely(legacy.load("auxiliary").instrument, runtime.current_tracker)
     if tracker is not None and result.settings.http_client_spans:
         safely(_http_client().instrument, runtime.http_tracer_provider)  # the provider is looked up per request
