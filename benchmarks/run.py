@@ -36,6 +36,9 @@ from typing import Any
 
 HOME = Path(tempfile.mkdtemp(prefix="hermes-otel-bench-"))
 os.environ["HERMES_HOME"] = str(HOME)  # before any Hermes import
+# A config.yaml, as every real home has: without one Hermes 0.2x rebuilds its config (deep copies) on every hook
+# dispatch, which no user pays.
+(HOME / "config.yaml").write_text("model:\n  provider: custom\n", encoding="utf-8")
 for _key in [k for k in os.environ if k.startswith("OTEL_")]:
     del os.environ[_key]
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
