@@ -73,12 +73,17 @@ def _relay_in_core(settings: Any, path: Path | None) -> Any:
 
 def _tab_in_place() -> None:
     """The dashboard's Traces tab where Hermes looks for it, however the plugin was enabled (`hermes plugins
-    enable` writes no tab; a directory plugin ships its own): a few small reads when it is there already."""
+    enable` writes no tab; a directory plugin ships its own): one stat when it is there (`hermes-otel enable`
+    updates it, `doctor` says when it is stale), written by the first run of a home that has none."""
     from .config import hermes_home
+
+    home = hermes_home(os.environ)
+    if (home / "plugins" / "hermes_otel" / "dashboard" / "manifest.json").is_file():
+        return
     from .tab import install
 
     try:
-        said = install.install(hermes_home(os.environ))
+        said = install.install(home)
     except OSError as exc:  # a read-only home: `hermes-otel doctor` says the tab is missing
         _log.once("tab-not-written", "hermes-otel: the dashboard's Traces tab could not be written (%s)", exc,
                   level=logging.INFO)

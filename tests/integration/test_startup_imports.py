@@ -32,10 +32,15 @@ NEVER = ("hermes_otel.cli", "hermes_otel.local", "hermes_otel.tab", "docsgen", "
 
 
 def _added(tmp_path: Path, **env: str) -> set[str]:
-    """The modules a Hermes plugin discovery imports with the plugin on, beyond those it imports with it off."""
+    """The modules a Hermes plugin discovery imports with the plugin on, beyond those it imports with it off, in a
+    home whose dashboard tab is in place (the first run of a home without it puts it there, once)."""
+    from hermes_otel.tab import install
+
     seen = {}
     for state in ("off", "on"):
         home = write_home(tmp_path / state, "http://127.0.0.1:9/v1", enable=state == "on")
+        if state == "on":
+            install.install(home)
         environment = clean_env(home, **env)
         for quiet in QUIET_DEFAULTS:  # the plugin at its defaults (HTTP client spans and Hermes's log lines on)
             environment.pop(quiet)
@@ -68,3 +73,12 @@ def test_an_http_endpoint_adds_the_http_exporter_and_the_spool_but_not_grpc(tmp_
 def test_grpc_is_imported_for_a_grpc_endpoint(tmp_path: Path) -> None:
     added = _added(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9", OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
     assert "grpc" in added and _matching(added, NEVER) == []
+
+
+def test_the_first_run_of_a_home_puts_the_traces_tab_in_place(tmp_path: Path) -> None:
+    """Enabled Hermes's way (no `hermes-otel enable`), the tab is there after the plugin's first run."""
+    home = write_home(tmp_path / "home", "http://127.0.0.1:9/v1")
+    done = subprocess.run([sys.executable, "-c", _PROBE], env=clean_env(home), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (home / "plugins" / "hermes_otel" / "dashboard" / "manifest.json").is_file()
