@@ -23,7 +23,7 @@ def _package() -> None:
         if spec is None or spec.loader is None:
             raise
         module = importlib.util.module_from_spec(spec)
-        sys.modules["hermes_otel"] = module
+        sys.modules.setdefault("hermes_otel", module)  # our own package, under its own name
         spec.loader.exec_module(module)
 
 
