@@ -105,8 +105,12 @@ def _latest_points(receiver, name: str) -> dict[str, float]:
 def test_exporter_fault(fault, llm, receiver, monkeypatch, caplog, baseline_turn_s, tmp_path):
     from hermes_otel import runtime
     from hermes_otel.exporters.health import health
+    from hermes_otel._internal import log as _log
     from hermes_otel.exporters.spool.store import stats
 
+    # A dead collector is said once per process and per address; an earlier test's dead collector may have had
+    # this port (the OS reuses them), so this test's first failure starts from a process that has seen none.
+    monkeypatch.setattr(_log, "_seen_for_process", set())
     factory, timeout_ms, undelivered, spool_on = FAULTS[fault]
     server = factory() if factory else None
     with server if server is not None else _nothing():
