@@ -66,7 +66,8 @@ ATTRIBUTES: dict[str, str] = {
                       "reason is Hermes's, so `gen_ai.response.finish_reasons` is left out).",
     sc.RESPONSE_FINISH_REASONS: "Finish reason of each choice (or stop reason / status for other APIs).",
     sc.RESPONSE_TIME_TO_FIRST_CHUNK: "Seconds from sending a streamed request to its first chunk (of the stream that "
-    "gave the reply, if Hermes re-sent it); streamed replies only.",
+    "gave the reply, if Hermes re-sent it); streamed replies only. On Hermes 0.20+ the first chunk is the first text "
+    "delta Hermes reports (`on_stream_delta`), timed from the attempt's start: a reply that only calls tools has none.",
     sc.USAGE_INPUT: "Input (prompt) tokens.",
     sc.USAGE_OUTPUT: "Output (completion) tokens.",
     sc.USAGE_CACHE_READ: "Input tokens served from the provider's cache.",

@@ -27,6 +27,7 @@ from ..emitter import Emitter, Inline
 from ..middleware.contract import OBSERVER_SCHEMA_VERSION
 from ..redaction import content
 from ..tracking import Tracker
+from . import streaming
 
 SCHEMA_ATTR = "hermes.telemetry_schema_version"
 HOOK_ATTR = "hermes.observer.hook"
@@ -299,6 +300,7 @@ _SPAN_HANDLERS: dict[str, Handler] = {
     "on_session_reset": _located(ObserverBridge._session_close),
     "subagent_start": _located(ObserverBridge._subagent_start),
     "subagent_stop": _located(ObserverBridge._subagent_stop),
+    "on_stream_delta": lambda _bridge, _payload: streaming.delta(),  # timing only: never a record per delta
 }
 
 

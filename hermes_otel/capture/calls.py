@@ -25,7 +25,7 @@ from .._internal.suppress import is_instrumentation_enabled
 from ..middleware import contract
 from ..middleware.layers import attribution
 from ..tracking import Tracker
-from . import hermes_compat
+from . import hermes_compat, streaming
 
 TrackerSource = Callable[[], "Tracker | None"]
 
@@ -51,7 +51,7 @@ def traced_llm_call(tracker_source: TrackerSource, wrapped: Callable[..., Any], 
     except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
         report(tracker.start_chat, exc)
         return wrapped(*args, **kwargs)
-    response = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_chat, call, None)
+    response = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_chat, call, None, attempt=True)
     try:
         tracker.finish_chat(call, response)
     except Exception as exc:  # noqa: BLE001
@@ -84,10 +84,12 @@ def traced_tool_call(tracker_source: TrackerSource, wrapped: Callable[..., Any],
 
 
 def _call_in_span(span: Any, wrapped: Callable[..., Any], args: tuple, kwargs: dict,
-                  on_error: Callable[..., Any], *on_error_args: Any) -> Any:
-    """The real call with `span` current; an exception is recorded by `on_error(*on_error_args, exc)`
-    and re-raised untouched."""
-    token = otel_context.attach(trace.set_span_in_context(span))
+                  on_error: Callable[..., Any], *on_error_args: Any, attempt: bool = False) -> Any:
+    """The real call with `span` current (and, for a provider `attempt`, named as the attempt: its stream's
+    deltas are timed against it); an exception is recorded by `on_error(*on_error_args, exc)` and re-raised
+    untouched."""
+    context = trace.set_span_in_context(span)
+    token = otel_context.attach(otel_context.set_value(streaming.ATTEMPT, span, context) if attempt else context)
     try:
         return wrapped(*args, **kwargs)
     except BaseException as exc:
@@ -155,6 +157,8 @@ def _trace_layers(tracker_source: TrackerSource, kind: str, ours: Callable[..., 
                   "its span (plugins loaded before hermes_otel): %s", mine, kind,
                   ", ".join(attribution.plugin_of(cb) for cb in callbacks[:mine]))
     others = callbacks[mine + 1:]
+    if not others:  # ours alone: the call's span is the whole chain (as on 0.19, which runs no chain then)
+        return
     for callback in others:  # who registered it, learned once (Hermes names the loaded plugins' modules)
         if not attribution.known(callback):
             attribution.learn_modules(manager)

@@ -304,8 +304,9 @@ def _public_probes(given: Mapping[str, Any]) -> list[tuple[str, tuple[int, int],
     ]
 
 
-def degraded() -> list[str]:
-    """What this Hermes does not give hermes-otel (0.20+), one line each: for `doctor` and, once, the log."""
+def degraded(config: Mapping[str, Any] | None = None) -> list[str]:
+    """What this Hermes does not give hermes-otel (0.20+), one line each: for `doctor` and, once, the log.
+    `config` is Hermes's config as read (doctor's: Hermes's own reader creates a home where there is none)."""
     if not public_surfaces():
         return []
     from hermes_cli.plugins import VALID_HOOKS
@@ -318,20 +319,18 @@ def degraded() -> list[str]:
     else:
         lines.append("streamed auxiliary model calls are observer records only (Hermes reports one when it hands "
                      "the stream back, before it is read)")
-    lines.append("streamed replies: no time-to-first-chunk yet (the stream hooks are subscribed, one record per "
-                 "stream, none per chunk)")
-    if _isolated():
+    if _isolated(config):
         lines.append("plugins.isolation: host: execution middleware cannot run in Hermes's plugin host (its "
                      "next_call does not cross the process boundary): no chat, execute_tool or layer spans")
     return lines
 
 
-def _isolated() -> bool:
+def _isolated(config: Mapping[str, Any] | None) -> bool:
     """Hermes's `plugins.isolation: host` (third-party plugins in a host process of their own)."""
     isolation = _module("hermes_cli.plugin_isolation")
     mode = getattr(isolation, "isolation_mode", None)
     try:
-        return callable(mode) and mode() == "host"
+        return callable(mode) and mode(config) == "host"
     except Exception:  # noqa: BLE001 - no config to read
         return False
 
@@ -341,7 +340,9 @@ def check(version: str | None = None, modules: Mapping[str, Any] | None = None) 
     (`modules` stands in for Hermes's modules by name). Imports Hermes's modules: for `doctor`, not the plugin."""
     version = version if version is not None else installed_version()
     release = version_key(version)[:2] if version else (0, 0)
-    probes = _public_probes(modules or {}) if public_surfaces() else _probes(modules or {})
+    # The line of a named release is that release's; of the installed Hermes, what its features say.
+    public = release >= (0, 20) if version is not None and known(version) else public_surfaces()
+    probes = _public_probes(modules or {}) if public else _probes(modules or {})
     wanted = [(name, present) for name, since, present in probes if not known(version) or release >= since]
     missing = []
     for name, present in wanted:

@@ -8,6 +8,12 @@ request thread runs under (it carries our context: capture/patches.py; under mid
 innermost span, which hands it over to the attempt's when it ends: middleware/layers.py); the span's end takes it
 (tracking/calls.py). A call that does not stream never makes
 the dict: it costs nothing.
+
+Hermes 0.20+ reports each delivered delta through its public `on_stream_delta` hook instead, on a worker thread of
+its own that runs the callback in the context copied where the delta arose: the attempt's `chat` span is found there
+(:data:`ATTEMPT`, set by capture/calls.py around the attempt), and the first delta's time from that span's start is
+its time to the first chunk. The worker delivers each delta a little after it arose (the same lag for every delta:
+the gaps between them hold).
 """
 
 from __future__ import annotations
@@ -15,11 +21,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 MODULE = "agent.stream_diag"
 FUNCTION = "stream_diag_init"
 _MAX_GAPS = 4096  # per stream: the gaps of a longer reply are dropped, not its first chunk
+# The provider attempt's `chat` span, in the context its call runs under (0.20+: what a stream hook is handed).
+ATTEMPT = otel_context.create_key("hermes_otel.attempt")
 
 
 class Clock:
@@ -27,8 +36,8 @@ class Clock:
 
     __slots__ = ("started", "first", "last", "gaps")
 
-    def __init__(self) -> None:
-        self.started = time.perf_counter()
+    def __init__(self, started: float | None = None) -> None:
+        self.started = time.perf_counter() if started is None else started
         self.first: float | None = None  # seconds from the request to the first chunk
         self.last = self.started
         self.gaps: list[float] = []  # seconds between each later chunk and the one before it
@@ -83,3 +92,19 @@ def _clocked(diag: Any) -> Any:
     timed = _ClockedDiag(diag)
     timed.clock = clock
     return timed
+
+
+def delta() -> None:
+    """A delta of the attempt current in this context arrived (Hermes 0.20+'s `on_stream_delta`)."""
+    attempt: Any = otel_context.get_value(ATTEMPT)
+    if attempt is None:
+        return
+    clock = CLOCKS.get(attempt)
+    if clock is None:
+        started_ns = getattr(attempt, "start_time", None)  # the SDK's spans; another's: untimed
+        if not isinstance(started_ns, int) or not attempt.is_recording():
+            return
+        if len(CLOCKS) >= _MAX_CLOCKS:
+            CLOCKS.clear()
+        clock = CLOCKS[attempt] = Clock(time.perf_counter() - (time.time_ns() - started_ns) / 1e9)
+    clock.chunk()

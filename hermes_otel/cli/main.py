@@ -217,7 +217,9 @@ def cmd_doctor() -> int:
         (report.ok if support.ok else report.warn)(support.text)
         for level, text in compat_lines(hermes_compat.check(hermes_version)):
             getattr(report, level)(text)
-        for text in hermes_compat.degraded():
+    hermes_config = _read_hermes_config(report, home)
+    if installed is not None:
+        for text in hermes_compat.degraded(hermes_config or {}):  # the config as read: Hermes's reader makes a home
             report.warn(f"degraded on this Hermes: {text}")
     entry_points = [ep for ep in metadata.entry_points(group="hermes_agent.plugins") if ep.name == "hermes_otel"]
     directory_plugin = home / "plugins" / "hermes_otel" / "plugin.yaml"
@@ -225,7 +227,7 @@ def cmd_doctor() -> int:
         report.ok("plugin discoverable " + ("(entry point)" if entry_points else f"({directory_plugin.parent})"))
     else:
         report.fail("plugin not discoverable: no `hermes_agent.plugins` entry point and no directory plugin")
-    _check_enabled(report, home, env)
+    _check_enabled(report, home, env, hermes_config)
     from ..tab import install as tab
 
     level, text = tab.status(home)
@@ -433,9 +435,8 @@ def _check_prometheus(report: _Report, settings: config.Settings) -> None:
     report.ok(f"Prometheus endpoint http://{where}/metrics can be served")
 
 
-def _check_enabled(report: _Report, home: Path, env) -> None:
-    if env.get("HERMES_SAFE_MODE", "").strip().lower() in ("1", "true", "yes", "on"):
-        report.fail("HERMES_SAFE_MODE is set: Hermes loads no plugins")
+def _read_hermes_config(report: _Report, home: Path) -> dict | None:
+    """Hermes's config.yaml as data (an empty one when there is none), or None (said) when it cannot be read."""
     from ..config.files import MAX_CONFIG_BYTES, Unreadable, read_regular
 
     cfg_file = home / "config.yaml"
@@ -446,11 +447,20 @@ def _check_enabled(report: _Report, home: Path, env) -> None:
         data = yaml.safe_load(text) or {}
     except Unreadable as exc:
         report.fail(f"cannot read {cfg_file}: {exc}")
-        return
+        return None
     except Exception as exc:  # noqa: BLE001 - report, don't crash
         report.fail(f"cannot read {cfg_file}: {masking.mask_text(str(exc))[:300]}")
+        return None
+    return data if isinstance(data, dict) else {}
+
+
+def _check_enabled(report: _Report, home: Path, env, data: dict | None) -> None:
+    if env.get("HERMES_SAFE_MODE", "").strip().lower() in ("1", "true", "yes", "on"):
+        report.fail("HERMES_SAFE_MODE is set: Hermes loads no plugins")
+    if data is None:  # unreadable: said already
         return
-    plugins = data.get("plugins") if isinstance(data, dict) else None
+    cfg_file = home / "config.yaml"
+    plugins = data.get("plugins")
     enabled = plugins.get("enabled") if isinstance(plugins, dict) else None
     disabled = plugins.get("disabled") if isinstance(plugins, dict) else None
     if isinstance(disabled, list) and "hermes_otel" in disabled:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span
@@ -166,6 +167,11 @@ class Tracker:
         turn's trace, named for its task (`hermes.llm.purpose`)."""
         session, turn_id = text(payload.get("session_id")), text(payload.get("turn_id"))
         parent, turn_id = self.turns.context_of(session, turn_id)
+        # Made inside a span of the turn (a smart-approval verdict inside its tool call): under that span, as on
+        # 0.19. Hermes hands the hook the caller's context (a copy, on 0.22's hook thread).
+        current = trace.get_current_span().get_span_context()
+        if current.is_valid and current.trace_id == trace.get_current_span(parent).get_span_context().trace_id:
+            parent = otel_context.get_current()
         request = {k: payload[k] for k in ("model", "max_tokens") if payload.get(k) is not None}
         context = {k: payload[k] for k in ("provider", "base_url", "api_mode") if isinstance(payload.get(k), str)}
         context.update(purpose=text(payload.get("aux_task")) or None, session_id=session, turn_id=turn_id)

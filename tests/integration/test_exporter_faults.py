@@ -104,8 +104,8 @@ def _latest_points(receiver, name: str) -> dict[str, float]:
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_exporter_fault(fault, llm, receiver, monkeypatch, caplog, baseline_turn_s, tmp_path):
     from hermes_otel import runtime
-    from hermes_otel.exporters.health import health
     from hermes_otel._internal import log as _log
+    from hermes_otel.exporters.health import health
     from hermes_otel.exporters.spool.store import stats
 
     # A dead collector is said once per process and per address; an earlier test's dead collector may have had
