@@ -230,11 +230,12 @@ SPANS: tuple[SpanDoc, ...] = (
 HTTP_CLIENT_SPAN = SpanDoc(
     "{http.request.method}",
     "CLIENT",
-    "With `http.client_spans` (on by default): each request Hermes's model or MCP clients send with `httpx` under "
-    "one of our spans (scope `hermes_otel.http_client`, stable HTTP client conventions), under the span that made "
-    "it; the request carries it in `traceparent` (the `OTEL_PROPAGATORS` format), so an instrumented model server "
-    "continues the trace ([backends](backends.md#traces-that-continue-into-model-and-mcp-servers)). ERROR on an "
-    "exception or a 4xx/5xx response. A request outside our spans gets neither span nor header.",
+    "With `http.client_spans` (on by default): each request Hermes's model client sends with `httpx` for a model "
+    "call we trace (scope `hermes_otel.http_client`, stable HTTP client conventions), under the span that made it; "
+    "the request carries it in `traceparent` (the `OTEL_PROPAGATORS` format), so an instrumented model server "
+    "continues the trace ([backends](backends.md#traces-that-continue-into-model-servers)). ERROR on an "
+    "exception or a 4xx/5xx response. Any other request (a tool's downloads, MCP, the host's) gets neither span "
+    "nor header.",
     http_client.ATTRIBUTES,
 )
 

@@ -20,6 +20,8 @@ from typing import Any
 # the installed registry, and this URL against its newest schema): on the resource and on every tracer, meter and
 # logger we get, so a backend can translate our names when the conventions move on.
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
+# The instrumentation scope of our spans, metrics and records (the tracer and meter names).
+SCOPE = "hermes_otel"
 
 # -- names ------------------------------------------------------------------
 OPERATION = "gen_ai.operation.name"

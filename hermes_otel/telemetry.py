@@ -71,9 +71,10 @@ from .exporters.health import (
 )
 from .redaction import masking
 from .semconv import SCHEMA_URL
+from .semconv import SCOPE as SCOPE_NAME
 from .version import __version__
 
-SCOPE = "hermes_otel"
+SCOPE = SCOPE_NAME
 DROPPED_METRIC = "hermes.otel.exporter.dropped"
 SIGNAL_ATTR = "hermes.otel.signal"
 # One id per process: restarts are distinguishable, reloads are not.

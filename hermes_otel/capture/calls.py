@@ -25,7 +25,8 @@ from .._internal.suppress import is_instrumentation_enabled
 from ..middleware import contract
 from ..middleware.layers import attribution
 from ..tracking import Tracker
-from . import hermes_compat, streaming
+from . import attempt as _attempt
+from . import hermes_compat
 
 TrackerSource = Callable[[], "Tracker | None"]
 
@@ -88,8 +89,7 @@ def _call_in_span(span: Any, wrapped: Callable[..., Any], args: tuple, kwargs: d
     """The real call with `span` current (and, for a provider `attempt`, named as the attempt: its stream's
     deltas are timed against it); an exception is recorded by `on_error(*on_error_args, exc)` and re-raised
     untouched."""
-    context = trace.set_span_in_context(span)
-    token = otel_context.attach(otel_context.set_value(streaming.ATTEMPT, span, context) if attempt else context)
+    token = otel_context.attach(_attempt.context_of(span) if attempt else trace.set_span_in_context(span))
     try:
         return wrapped(*args, **kwargs)
     except BaseException as exc:

@@ -319,10 +319,21 @@ def degraded(config: Mapping[str, Any] | None = None) -> list[str]:
     else:
         lines.append("streamed auxiliary model calls are observer records only (Hermes reports one when it hands "
                      "the stream back, before it is read)")
+    if not stream_hooks_carry_context():
+        lines.append("streamed replies: no time to first chunk (this Hermes runs the stream hooks without the "
+                     "context of the call they report, so a delta cannot be matched to its attempt)")
     if _isolated(config):
         lines.append("plugins.isolation: host: execution middleware cannot run in Hermes's plugin host (its "
                      "next_call does not cross the process boundary): no chat, execute_tool or layer spans")
     return lines
+
+
+def stream_hooks_carry_context() -> bool:
+    """Hermes runs `on_stream_*` callbacks in the context copied where the event arose (0.21+; 0.20 hands over the
+    payload only)."""
+    hooks = _module("agent.plugin_stream_hooks")
+    enqueue = getattr(hooks, "enqueue_plugin_stream_hook", None)
+    return "copy_context" in getattr(getattr(enqueue, "__code__", None), "co_names", ())
 
 
 def _isolated(config: Mapping[str, Any] | None) -> bool:

@@ -1,5 +1,5 @@
-"""HTTP client spans for the requests under our spans, with the context injected (W3C `traceparent` by default),
-so a model server (an instrumented LiteLLM proxy, vLLM or NIM) or an MCP server over HTTP continues the trace.
+"""HTTP client spans for the requests of our provider attempts, with the context injected (W3C `traceparent` by
+default), so a model server (an instrumented LiteLLM proxy, vLLM or NIM) continues the trace.
 
 Hermes's model clients (the `openai` and `anthropic` SDKs) and the MCP SDK's HTTP transports send with `httpx`, and
 every request passes `HTTPTransport.handle_request` (or its async twin): we wrap those two (wrapt), as the contrib
@@ -7,9 +7,9 @@ every request passes `HTTPTransport.handle_request` (or its async twin): we wrap
 tables) cost about 40 ms of every `hermes chat` start-up, and its default names are the deprecated HTTP ones. Ours
 are the stable HTTP client conventions, on our tracer provider (never the global one), behind two rules:
 
-* a request outside any span (Hermes's background fetches of model metadata, a tool's own downloads) gets no span
-  and no header: only requests made under a span continue a trace (the provider request thread Hermes starts carries
-  our context: capture/instrumentor.py);
+* only a request made under a provider attempt of ours (capture/attempt.py's marker: the model calls we trace)
+  gets a span and the header. Anything else is not ours: the host's own requests under its own spans, a tool's
+  downloads and an MCP server's requests under `execute_tool`, Hermes's background fetches of model metadata;
 * the provider is the live one, looked up per request: a configuration reload, `http.client_spans = false` or
   telemetry off take effect at once, and nothing is left pointing at retired providers.
 
@@ -34,7 +34,9 @@ from .._internal import log as _log
 from .._internal.suppress import is_http_instrumentation_enabled, unwrap
 from ..redaction.masking import MASK, mask_url
 from ..semconv import ERROR_TYPE, HTTP_STATUS, SCHEMA_URL, SERVER_ADDRESS, SERVER_PORT
+from ..semconv import SCOPE as TRACES_SCOPE_NAME
 from ..version import __version__
+from . import attempt
 
 ProviderSource = Callable[[], "trace.TracerProvider | None"]
 SCOPE = "hermes_otel.http_client"
@@ -55,10 +57,20 @@ def masked_url(url: str) -> str:
     return _KEY_PARAM.sub(lambda m: m.group(1) + MASK, mask_url(url))
 
 
+def _ours() -> bool:
+    """The request is made under a provider attempt of ours, with a span of ours current (not, say, the client
+    span of an httpx instrumentation the host put around ours: that one is the request's span then)."""
+    marked = attempt.current()
+    if marked is None:
+        return False
+    span = trace.get_current_span()
+    return span is marked or getattr(getattr(span, "instrumentation_scope", None), "name", None) == TRACES_SCOPE_NAME
+
+
 def _tracer(source: ProviderSource) -> trace.Tracer | None:
-    """The live provider's tracer, for a request under a valid span only."""
+    """The live provider's tracer, for a request of ours only."""
     global _cached
-    if not trace.get_current_span().get_span_context().is_valid or not is_http_instrumentation_enabled():
+    if not _ours() or not is_http_instrumentation_enabled():
         return None
     provider = source()
     if provider is None:

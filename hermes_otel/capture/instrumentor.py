@@ -17,10 +17,11 @@ from opentelemetry import metrics, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from ..emitter import Inline
+from ..semconv import SCOPE as SCOPE_NAME
 from ..version import __version__
 from . import legacy
 
-SCOPE = "hermes_otel"
+SCOPE = SCOPE_NAME
 
 
 class HermesInstrumentor(BaseInstrumentor):

@@ -11,7 +11,7 @@ the dict: it costs nothing.
 
 Hermes 0.20+ reports each delivered delta through its public `on_stream_delta` hook instead, on a worker thread of
 its own that runs the callback in the context copied where the delta arose: the attempt's `chat` span is found there
-(:data:`ATTEMPT`, set by capture/calls.py around the attempt), and the first delta's time from that span's start is
+(capture/attempt.py's marker, set around the attempt), and the first delta's time from that span's start is
 its time to the first chunk. The worker delivers each delta a little after it arose (the same lag for every delta:
 the gaps between them hold).
 """
@@ -21,14 +21,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
+
+from . import attempt as _attempt
 
 MODULE = "agent.stream_diag"
 FUNCTION = "stream_diag_init"
 _MAX_GAPS = 4096  # per stream: the gaps of a longer reply are dropped, not its first chunk
-# The provider attempt's `chat` span, in the context its call runs under (0.20+: what a stream hook is handed).
-ATTEMPT = otel_context.create_key("hermes_otel.attempt")
 
 
 class Clock:
@@ -96,7 +95,7 @@ def _clocked(diag: Any) -> Any:
 
 def delta() -> None:
     """A delta of the attempt current in this context arrived (Hermes 0.20+'s `on_stream_delta`)."""
-    attempt: Any = otel_context.get_value(ATTEMPT)
+    attempt = _attempt.current()
     if attempt is None:
         return
     clock = CLOCKS.get(attempt)

@@ -262,10 +262,11 @@ FIELDS: tuple[Field, ...] = (
           "doctor` asks it whether the Collector is ready. Empty: the doctor tries port 13133 on the OTLP endpoint's "
           "host and says what it found.", env="HERMES_OTEL_COLLECTOR_HEALTH_CHECK", attr="collector_health_check"),
     Field("http.client_spans", bool, True,
-          "An HTTP client span (stable HTTP conventions) for each request Hermes's model and MCP clients send "
-          "with httpx under one of our spans, with W3C `traceparent` injected: an instrumented model server "
-          "(LiteLLM proxy, vLLM, NIM) or MCP server continues the trace. Requests outside our spans get neither. "
-          "Stands down when the application instrumented httpx itself (never two spans for one request).",
+          "An HTTP client span (stable HTTP conventions) for each request Hermes's model client sends with httpx "
+          "for a model call we trace, with W3C `traceparent` injected: an instrumented model server (LiteLLM "
+          "proxy, vLLM, NIM) continues the trace. Any other request (a tool's downloads, MCP, Hermes's metadata "
+          "probes, the host's own) gets neither. Stands down when the application instrumented httpx itself "
+          "(never two spans for one request).",
           env="HERMES_OTEL_HTTP_CLIENT_SPANS", attr="http_client_spans"),
     Field("logs.enabled", bool, True, "Export the observer log stream.", attr="logs_enabled"),
     Field("logs.hermes_level", str, "warning",

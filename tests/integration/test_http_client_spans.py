@@ -76,3 +76,24 @@ def test_a_key_in_the_query_is_masked():
     assert masked_url(f"{base}?key=AIzaSy123&alt=sse") == f"{base}?key=****&alt=sse"
     assert masked_url("https://u:pw@host/v1/chat/completions?api_key=abc") == (
         "https://u:****@host/v1/chat/completions?api_key=****")
+
+
+def test_a_tools_own_download_gets_no_span_and_no_header(spans_on, traced, llm, receiver, plugins_enabled):
+    """A tool runs with its `execute_tool` span current, but its requests are the tool's business: no client span,
+    no `traceparent` to a host the model chose, and its URL (content: a search query) is not exported."""
+    from hermes_otel.testing.fake_llm import ToolCall
+
+    url = f"{llm.base_url}/search?q=divorce+lawyer+for+jane+doe&session=s3cr3t"
+    before = len(llm.requests)
+    with plugins_enabled("fetcher"):
+        llm.push(Reply.tools(ToolCall("fetch_url", {"url": url}, id="call_F")), Reply.text("fetched"))
+        assert run_agent(llm.base_url, "fetch it", enabled_toolsets=["fetcher"])["final_response"] == "fetched"
+    spans = _turn(traced, receiver)
+    (download,) = [r for r in llm.requests[before:] if r.path.startswith("/v1/search")]
+    assert "traceparent" not in download.headers and "baggage" not in download.headers
+    tool = only(spans, "execute_tool fetch_url")
+    assert tool.attributes["hermes.tool.status"] == "ok"
+    # The model's two requests are ours (a span each); the tool's download is not.
+    assert sorted(s.name for s in spans if s.kind == "CLIENT" and s.scope_name == "hermes_otel.http_client") == [
+        "POST", "POST"]
+    assert "jane" not in repr([(s.attributes, s.events) for s in spans])

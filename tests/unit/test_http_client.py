@@ -1,16 +1,20 @@
 """Our HTTP client spans (capture/http_client.py) on httpx's real transport, against real local sockets: the stable
-HTTP client names, ERROR for a 4xx/5xx answer and for a request that never got one, nothing outside a span, and
-httpx as it was after `release()`."""
+HTTP client names, ERROR for a 4xx/5xx answer and for a request that never got one, nothing (span or header) for a
+request that is not a provider attempt's of ours (the host's, under its own span), and httpx as it was after
+`release()`."""
 
 from __future__ import annotations
 
+import contextlib
+
 import httpx
 import pytest
+from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from hermes_otel.capture import http_client
+from hermes_otel.capture import attempt, http_client
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 
 
@@ -29,10 +33,21 @@ def _client_spans(exporter):
     return [s for s in exporter.get_finished_spans() if s.name != "turn"]
 
 
+@contextlib.contextmanager
+def _attempt(provider):
+    """A provider attempt of ours (what capture/calls.py makes current around a model call), named "turn"."""
+    with provider.get_tracer("hermes_otel").start_as_current_span("turn") as span:
+        token = otel_context.attach(attempt.context_of(span))
+        try:
+            yield span
+        finally:
+            otel_context.detach(token)
+
+
 def test_an_error_status_is_an_error_span_with_the_stable_names(traced):
     provider, exporter = traced
     with FaultServer("status", status=503) as server, httpx.Client() as client:
-        with provider.get_tracer("t").start_as_current_span("turn") as turn:
+        with _attempt(provider) as turn:
             assert client.post(f"{server.endpoint}/v1/chat?api_key=sk-secret", content=b"{}").status_code == 503
     (span,) = _client_spans(exporter)
     assert (span.name, span.kind.name, span.status.status_code.name) == ("POST", "CLIENT", "ERROR")
@@ -47,7 +62,7 @@ def test_an_error_status_is_an_error_span_with_the_stable_names(traced):
 def test_a_request_that_gets_no_answer_is_an_error_span_named_by_its_exception(traced):
     provider, exporter = traced
     url = refused_endpoint()
-    with httpx.Client() as client, provider.get_tracer("t").start_as_current_span("turn"):
+    with httpx.Client() as client, _attempt(provider):
         with pytest.raises(httpx.ConnectError):
             client.get(url)
     (span,) = _client_spans(exporter)
@@ -63,6 +78,27 @@ def test_outside_a_span_there_is_no_span_and_release_leaves_httpx_as_it_was(trac
     http_client.release()
     assert not hasattr(vars(httpx.HTTPTransport)["handle_request"], "__wrapped__")
     assert not hasattr(vars(httpx.AsyncHTTPTransport)["handle_async_request"], "__wrapped__")
+
+
+def test_the_hosts_request_under_its_own_span_is_the_hosts_business(traced):
+    """A host program with its own provider: its request under its own span gets no span of ours and no header."""
+    _, exporter = traced
+    host = TracerProvider()
+    with FaultServer("status", status=200) as server, httpx.Client() as client:
+        with host.get_tracer("host").start_as_current_span("host work"):
+            response = client.get(server.endpoint)
+    assert response.status_code == 200 and "traceparent" not in response.request.headers
+    assert exporter.get_finished_spans() == ()
+
+
+def test_under_a_client_span_of_the_hosts_own_httpx_instrumentation_ours_stands_down(traced):
+    """The host wrapped httpx after us (its span is current when ours runs): one span per request, the host's."""
+    provider, exporter = traced
+    host = TracerProvider()
+    with FaultServer("status", status=200) as server, httpx.Client() as client, _attempt(provider):
+        with host.get_tracer("opentelemetry.instrumentation.httpx").start_as_current_span("GET"):
+            assert client.get(server.endpoint).status_code == 200
+    assert _client_spans(exporter) == []
 
 
 def test_someone_elses_wrapper_first_means_we_stand_down():
@@ -87,7 +123,7 @@ def test_the_async_transport_makes_the_same_span(traced):
         async with httpx.AsyncClient() as client:
             return (await client.put(url, content=b"x")).status_code
 
-    with FaultServer("status", status=404) as server, provider.get_tracer("t").start_as_current_span("turn"):
+    with FaultServer("status", status=404) as server, _attempt(provider):
         assert asyncio.run(request(f"{server.endpoint}/x")) == 404
     (span,) = _client_spans(exporter)
     assert (span.name, span.status.status_code.name) == ("PUT", "ERROR")

