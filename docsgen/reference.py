@@ -82,8 +82,11 @@ with a port from 1 to 65535). A bad one is reported once, by variable name,
 and only that setting keeps its default. Header values (from the file, a
 variable or a header file) lose surrounding blanks and one trailing newline;
 one that still holds a control character is refused, by key, never shown.
-`OTEL_SDK_DISABLED` reads `true`/`false` (also `1`/`0`, `yes`/`no`,
-`on`/`off`); anything else is reported and read as false.
+`OTEL_SDK_DISABLED` is read as the OpenTelemetry SDK reads it: only `true`
+(any case) turns telemetry off; any other value but `false` (`1`, `yes`, `on`
+included) is reported and read as false. `OTEL_RESOURCE_ATTRIBUTES` merges key
+by key over the file's `resource_attributes` (and `OTEL_SERVICE_NAME` over
+both): a variable that names one key leaves the file's others in place.
 
 `hermes-otel config keys` prints every key below. Check a file with
 `hermes-otel config validate [FILE]` (it also says what the file configures;

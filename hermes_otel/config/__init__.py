@@ -200,8 +200,14 @@ def load_settings(env: Mapping[str, str] | None = None, path: Path | None = None
             values, applied = file_values, bool(file_values)
         elif file_values.get("enabled") is False:
             values = {"enabled": False}  # a file that says "off" is obeyed even when it is otherwise rejected
+    for name in _BATCH_KEYS:  # the file's batch.* are its logs' too, unless it says otherwise (never OTEL_BSP_*)
+        if f"batch.{name}" in values:
+            values.setdefault(f"logs.batch.{name}", values[f"batch.{name}"])
     env_values, env_problems = from_env(env)
     problems.extend(env_problems)
+    if "resource_attributes" in env_values:  # merged per key, as the SDK merges its resource: never replaced whole
+        env_values["resource_attributes"] = {**values.get("resource_attributes", {}),
+                                             **env_values["resource_attributes"]}
     values.update(env_values)
     if values.get("backend"):  # a backend preset fills in what is not set explicitly
         from . import presets
@@ -432,14 +438,20 @@ def _signal_target(signal: str, values: Mapping[str, Any]) -> OTLPTarget | None:
     return OTLPTarget(endpoint, protocol, headers, pick("timeout_millis") / 1000.0, pick("compression"))
 
 
+_BATCH_KEYS = ("max_queue_size", "max_export_batch_size", "scheduled_delay_millis", "export_timeout_millis")
+# The batch log record processor's defaults (the specification's OTEL_BLRP_* defaults).
+BLRP_DEFAULTS = {"max_queue_size": 2048, "max_export_batch_size": 512, "schedule_delay_ms": 1000,
+                 "export_timeout_ms": 30000}
+
+
 def _build(values: Mapping[str, Any], env: Mapping[str, str], source: str | None) -> Settings:
     def raw(key: str) -> Any:
         return values.get(key, FIELDS_BY_KEY[key].default)
 
     schema = {spec.attr: spec.setting(raw(spec.key)) for spec in FIELDS if spec.attr}
-    for name in ("max_queue_size", "max_export_batch_size", "schedule_delay_ms", "export_timeout_ms"):
-        if schema[f"blrp_{name}"] is None:  # logs take the span processor's settings unless told otherwise
-            schema[f"blrp_{name}"] = schema[f"bsp_{name}"]
+    for name, default in BLRP_DEFAULTS.items():  # the specification's own for OTEL_BLRP_*, not the span processor's
+        if schema[f"blrp_{name}"] is None:
+            schema[f"blrp_{name}"] = default
     for kind in ("bsp", "blrp"):
         schema[f"{kind}_max_export_batch_size"] = min(schema[f"{kind}_max_export_batch_size"],
                                                       schema[f"{kind}_max_queue_size"])

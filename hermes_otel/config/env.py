@@ -31,12 +31,14 @@ def from_env(env: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
     """Flat values: schema keys, `enabled`, and per-signal `otlp.<signal>.<key>`."""
     values: dict[str, Any] = {}
     problems: list[Problem] = []
+    # As the SDK reads it: only `true` (any case) is true; anything else is false, and said when not `false`.
     disabled = env.get("OTEL_SDK_DISABLED", "").strip()
-    if disabled.lower() in TRUE:
+    if disabled.lower() == "true":
         values["enabled"] = False
-    elif disabled and disabled.lower() not in FALSE:
+    elif disabled and disabled.lower() != "false":
         problems.append(Problem("OTEL_SDK_DISABLED", "", "true | false",
-                                f"{shown(disabled)} (read as false: telemetry stays on)", fatal=False))
+                                f"{shown(disabled)} (read as false, as the OpenTelemetry SDK reads it: telemetry "
+                                "stays on)", fatal=False))
     for spec in FIELDS:
         if spec.env:
             _read(env, spec.env, spec, spec.key, values, problems)

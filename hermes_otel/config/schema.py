@@ -142,9 +142,10 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "middleware_log_dedupe",
         bool,
-        True,
-        "Apply the seed's rule to Hermes's middleware-failure warnings: first occurrence at WARNING "
-        "naming the fields middleware passes, identical repeats at DEBUG, reset on plugin reload.",
+        False,
+        "Opt in to the seed's rule on Hermes 0.17-0.19's middleware-failure warnings (Hermes's own log lines): "
+        "first occurrence at WARNING naming the fields middleware passes, identical repeats at DEBUG, reset on "
+        "plugin reload. Off by default: the plugin leaves Hermes's log as Hermes writes it.",
         attr="middleware_log_dedupe",
     ),
     Field(
@@ -216,20 +217,23 @@ FIELDS: tuple[Field, ...] = (
           maximum=MAX_ITEMS, attr="bsp_max_queue_size"),
     Field("batch.max_export_batch_size", int, 512, "Spans per export (never more than the queue bound).",
           env="OTEL_BSP_MAX_EXPORT_BATCH_SIZE", minimum=1, maximum=MAX_ITEMS, attr="bsp_max_export_batch_size"),
-    Field("batch.scheduled_delay_millis", int, 1000, "Delay between exports.", env="OTEL_BSP_SCHEDULE_DELAY",
+    Field("batch.scheduled_delay_millis", int, 1000, "Delay between exports (1000, where the specification "
+          "says 5000: a one-shot `hermes chat -q` should not wait 5 s for its spans).", env="OTEL_BSP_SCHEDULE_DELAY",
           minimum=1, maximum=MAX_MILLIS, attr="bsp_schedule_delay_ms"),
-    Field("batch.export_timeout_millis", int, 10000, "Timeout of one batch export.", env="OTEL_BSP_EXPORT_TIMEOUT",
-          minimum=1, maximum=MAX_MILLIS, attr="bsp_export_timeout_ms"),
-    Field("logs.batch.max_queue_size", int, None, "Log record queue bound; default: `batch.max_queue_size`.",
+    Field("batch.export_timeout_millis", int, 10000, "Timeout of one batch export (10000, where the specification "
+          "says 30000: an exit waits on it).", env="OTEL_BSP_EXPORT_TIMEOUT", minimum=1, maximum=MAX_MILLIS,
+          attr="bsp_export_timeout_ms"),
+    Field("logs.batch.max_queue_size", int, None, "Log record queue bound; default: the file's "
+          "`batch.max_queue_size`, else 2048 (the specification's; never `OTEL_BSP_MAX_QUEUE_SIZE`).",
           env="OTEL_BLRP_MAX_QUEUE_SIZE", minimum=1, maximum=MAX_ITEMS, attr="blrp_max_queue_size"),
     Field("logs.batch.max_export_batch_size", int, None, "Log records per export (never more than their queue "
-          "bound); default: `batch.max_export_batch_size`.", env="OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", minimum=1,
-          maximum=MAX_ITEMS, attr="blrp_max_export_batch_size"),
-    Field("logs.batch.scheduled_delay_millis", int, None, "Delay between log exports; default: "
-          "`batch.scheduled_delay_millis`.", env="OTEL_BLRP_SCHEDULE_DELAY", minimum=1, maximum=MAX_MILLIS,
+          "bound); default: the file's `batch.max_export_batch_size`, else 512.",
+          env="OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", minimum=1, maximum=MAX_ITEMS, attr="blrp_max_export_batch_size"),
+    Field("logs.batch.scheduled_delay_millis", int, None, "Delay between log exports; default: the file's "
+          "`batch.scheduled_delay_millis`, else 1000.", env="OTEL_BLRP_SCHEDULE_DELAY", minimum=1, maximum=MAX_MILLIS,
           attr="blrp_schedule_delay_ms"),
-    Field("logs.batch.export_timeout_millis", int, None, "Timeout of one log export; default: "
-          "`batch.export_timeout_millis`.", env="OTEL_BLRP_EXPORT_TIMEOUT", minimum=1, maximum=MAX_MILLIS,
+    Field("logs.batch.export_timeout_millis", int, None, "Timeout of one log export; default: the file's "
+          "`batch.export_timeout_millis`, else 30000.", env="OTEL_BLRP_EXPORT_TIMEOUT", minimum=1, maximum=MAX_MILLIS,
           attr="blrp_export_timeout_ms"),
     Field("sampler.name", str, "parentbased_always_on", "Trace sampler.", env="OTEL_TRACES_SAMPLER",
           choices=SAMPLERS, attr="sampler_name"),

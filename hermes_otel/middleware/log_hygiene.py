@@ -5,7 +5,7 @@ mis-declared callback floods the log. The seed says: report a failure
 signature once at WARNING, naming the fields middleware actually passes,
 send identical repeats to DEBUG, and start over on plugin reload. This
 filter does that to Hermes's own records (nothing is dropped; repeats are
-downgraded). On by default; `middleware_log_dedupe = false` turns it off.
+downgraded). Hermes's log is Hermes's: off by default, `middleware_log_dedupe = true` opts in.
 """
 
 from __future__ import annotations

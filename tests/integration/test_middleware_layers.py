@@ -281,7 +281,25 @@ def test_runner_and_hermes_agree_on_the_same_plugins(with_middleware_plugins, tr
     assert shape(tool.get_span_context().span_id) == hermes_tool
 
 
-def test_hermes_middleware_warnings_are_reported_once(with_middleware_plugins, traced, llm, receiver, caplog):
+def test_hermes_middleware_warnings_are_hermes_own_by_default(with_middleware_plugins, traced, llm, receiver, caplog):
+    """With the defaults, Hermes's warning reads as it does without the plugin: every call, Hermes's own words."""
+    caplog.set_level(logging.DEBUG, logger="hermes_cli")
+    llm.push(Reply.text("one"), Reply.text("two"))
+    assert run_agent(llm.base_url, "first")["final_response"] == "one"
+    assert run_agent(llm.base_url, "second")["final_response"] == "two"
+    records = [r for r in caplog.records if r.getMessage().startswith("Middleware 'llm_execution' callback broken_layer")]
+    assert [(r.levelname, r.getMessage()) for r in records] == [
+        ("WARNING", "Middleware 'llm_execution' callback broken_layer raised: mw_beta layer is broken")] * 2
+
+
+def test_hermes_middleware_warnings_are_reported_once_when_opted_in(with_middleware_plugins, traced, llm, receiver,
+                                                                    caplog, monkeypatch, tmp_path):
+    from hermes_cli.plugins import discover_plugins
+
+    toml = tmp_path / "plugins.toml"
+    toml.write_text('version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\nmiddleware_log_dedupe = true\n')
+    monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
+    discover_plugins(force=True)
     caplog.set_level(logging.DEBUG, logger="hermes_cli")
     llm.push(Reply.text("one"), Reply.text("two"))
     assert run_agent(llm.base_url, "first")["final_response"] == "one"

@@ -124,9 +124,10 @@ def test_log_batches_follow_otel_blrp_and_spans_otel_bsp(tmp_path):
     assert len(_lines(tmp_path, "logs")) == 1
 
 
-def test_log_batches_take_the_span_settings_when_otel_blrp_is_silent(tmp_path):
+def test_log_batches_keep_their_own_defaults_when_otel_blrp_is_silent(tmp_path):
+    """OTEL_BSP_* are the span processor's: the specification gives OTEL_BLRP_* defaults of their own."""
     settings = _settings(tmp_path, OTEL_BSP_MAX_QUEUE_SIZE="64", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="8")
-    assert (settings.blrp_max_queue_size, settings.blrp_max_export_batch_size) == (64, 8)
+    assert (settings.blrp_max_queue_size, settings.blrp_max_export_batch_size) == (2048, 512)
     clamped = _settings(tmp_path, OTEL_BLRP_MAX_QUEUE_SIZE="4", OTEL_BLRP_MAX_EXPORT_BATCH_SIZE="100")
     assert (clamped.blrp_max_queue_size, clamped.blrp_max_export_batch_size) == (4, 4)  # never more than the queue
 
@@ -134,4 +135,4 @@ def test_log_batches_take_the_span_settings_when_otel_blrp_is_silent(tmp_path):
 def test_a_bad_otel_blrp_value_is_reported_once_by_name(tmp_path):
     result = _load(tmp_path, OTEL_BLRP_MAX_QUEUE_SIZE="lots")
     assert [p.source for p in result.problems] == ["OTEL_BLRP_MAX_QUEUE_SIZE"]
-    assert result.settings.blrp_max_queue_size == result.settings.bsp_max_queue_size
+    assert result.settings.blrp_max_queue_size == 2048  # that setting's default

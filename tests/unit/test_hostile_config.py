@@ -204,12 +204,23 @@ def test_otel_headers_without_an_equals_sign_are_reported_without_the_value():
     assert result.settings.otlp["traces"].headers == {}
 
 
-def test_otel_sdk_disabled_with_an_unknown_value_is_reported():
-    result = config.load_settings({"OTEL_SDK_DISABLED": "maybe"}, DEVNULL)
+@pytest.mark.parametrize("value", ["maybe", "1", "yes", "on"])
+def test_otel_sdk_disabled_is_read_as_the_sdk_reads_it_and_another_value_is_reported(value):
+    """Only `true` disables the SDK (opentelemetry-sdk's own reading): `1`, `yes`, `on` leave it on, and so do we."""
+    from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
+
+    result = config.load_settings({OTEL_SDK_DISABLED: value}, DEVNULL)
     assert result.settings.enabled is True
     assert [str(p) for p in result.problems] == [
-        "OTEL_SDK_DISABLED: expected true | false, found 'maybe' (read as false: telemetry stays on)"
+        f"OTEL_SDK_DISABLED: expected true | false, found '{value}' (read as false, as the OpenTelemetry SDK reads "
+        "it: telemetry stays on)"
     ]
+
+
+@pytest.mark.parametrize("value", ["true", "TRUE", " True "])
+def test_otel_sdk_disabled_true_turns_telemetry_off(value):
+    result = config.load_settings({"OTEL_SDK_DISABLED": value}, DEVNULL)
+    assert (result.settings.enabled, result.problems) == (False, ())
 
 
 def test_a_malformed_resource_attribute_is_our_message_not_the_sdks(monkeypatch, caplog):

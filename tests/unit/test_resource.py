@@ -43,6 +43,22 @@ def test_service_name_precedence(tmp_path: Path, monkeypatch, env, toml, expecte
         assert resource.attributes["team"] == "ml"
 
 
+def test_resource_attributes_merge_per_key_defaults_file_environment_service_name(tmp_path: Path, monkeypatch) -> None:
+    """defaults < plugins.toml < OTEL_RESOURCE_ATTRIBUTES < OTEL_SERVICE_NAME, key by key: a variable that names one
+    key leaves the file's other keys in place."""
+    env = {"OTEL_RESOURCE_ATTRIBUTES": "region=eu,team=platform", "OTEL_SERVICE_NAME": "from-name"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    path = tmp_path / "plugins.toml"
+    path.write_text(TOML + 'resource_attributes = { team = "ml", "deployment.environment.name" = "prod" }\n')
+    path.chmod(0o600)
+    settings = load_settings(env={**env, "HERMES_HOME": str(tmp_path)}, path=path).settings
+    attributes = telemetry.build_resource(settings).attributes
+    assert {k: attributes[k] for k in ("service.name", "team", "region", "deployment.environment.name")} == {
+        "service.name": "from-name", "team": "platform", "region": "eu", "deployment.environment.name": "prod"}
+    assert attributes["hermes.otel.version"]  # ours stay under all of them
+
+
 def test_every_tracer_meter_and_logger_carries_the_schema_url(tmp_path: Path) -> None:
     settings = load_settings(env={"HERMES_HOME": str(tmp_path), "OTEL_TRACES_EXPORTER": "none"},
                              path=tmp_path / "absent.toml").settings
