@@ -169,8 +169,9 @@ SPANS: tuple[SpanDoc, ...] = (
         "invoke_agent hermes",
         "INTERNAL",
         "One per user turn: from the turn's first hook or middleware call to `on_session_end`. The root of its trace, "
-        "or, when the agent is called under a valid active span (a gateway, a server, a job runner) or with a W3C "
-        "`TRACEPARENT` (and `TRACESTATE`) in the environment, a child in the caller's trace. "
+        "or, when the agent is called under a valid active span (a gateway, a server, a job runner) or with "
+        "`TRACEPARENT` (and `TRACESTATE`, `BAGGAGE`) in the environment, read by the `OTEL_PROPAGATORS` propagators "
+        "(`none`: not joined), a child in the caller's trace; the caller's baggage goes on with our model requests. "
         "Links to the previous turn's root of the same session. Only a turn Hermes reports completed is not an error: "
         "interrupted, incomplete, given up after failed provider attempts, or ended by us (`hermes.turn.end_reason`) "
         "is status ERROR with `error.type` (`interrupted`, the failed attempt's error type, `incomplete`, or the end "

@@ -16,8 +16,8 @@ import contextvars
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 
 from .._internal import log as _log
 from .._internal.safety import report, safely
@@ -52,7 +52,7 @@ def traced_llm_call(tracker_source: TrackerSource, wrapped: Callable[..., Any], 
     except Exception as exc:  # noqa: BLE001 - our fault: the call runs untraced
         report(tracker.start_chat, exc)
         return wrapped(*args, **kwargs)
-    response = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_chat, call, None, attempt=True)
+    response = _call_in_span(call.span, wrapped, args, kwargs, tracker.finish_chat, call, None, attempt=call)
     try:
         tracker.finish_chat(call, response)
     except Exception as exc:  # noqa: BLE001
@@ -85,11 +85,18 @@ def traced_tool_call(tracker_source: TrackerSource, wrapped: Callable[..., Any],
 
 
 def _call_in_span(span: Any, wrapped: Callable[..., Any], args: tuple, kwargs: dict,
-                  on_error: Callable[..., Any], *on_error_args: Any, attempt: bool = False) -> Any:
-    """The real call with `span` current (and, for a provider `attempt`, named as the attempt: its stream's
-    deltas are timed against it); an exception is recorded by `on_error(*on_error_args, exc)` and re-raised
+                  on_error: Callable[..., Any], *on_error_args: Any, attempt: Any = None) -> Any:
+    """The real call with `span` current (and, for a provider `attempt`, marked as the attempt, its requests
+    carrying the turn caller's baggage); an exception is recorded by `on_error(*on_error_args, exc)` and re-raised
     untouched."""
-    token = otel_context.attach(_attempt.context_of(span) if attempt else trace.set_span_in_context(span))
+    if attempt is None:
+        context = trace.set_span_in_context(span)
+    else:
+        context = _attempt.context_of(span)
+        if attempt.turn is not None and attempt.turn.baggage:  # rare: the cost is only paid when there is some
+            for name, value in attempt.turn.baggage.items():
+                context = baggage.set_baggage(name, value, context)
+    token = otel_context.attach(context)
     try:
         return wrapped(*args, **kwargs)
     except BaseException as exc:

@@ -8,10 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .. import semconv as sc
 from .bounded import BoundedMap
@@ -19,23 +18,24 @@ from .instruments import Instruments
 from .keys import text
 
 _AGENT_LABELS = {sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: sc.AGENT}
-_W3C = TraceContextTextMapPropagator()
+_CARRIER = ("TRACEPARENT", "TRACESTATE", "BAGGAGE")  # environment variables as a context carrier
 
 
 def caller_context() -> otel_context.Context:
     """Where a new turn's trace belongs: under the active span when there is a valid one (a gateway, a server or
-    a job runner that calls the agent); else under a W3C `TRACEPARENT` (and `TRACESTATE`) in the environment, the
-    OpenTelemetry convention for environment variables as carriers, so a CI job or a script that runs `hermes chat`
-    joins its own trace; else a new trace. The current context (its baggage) goes along in every case."""
+    a job runner that calls the agent); else under the context in the environment (`TRACEPARENT`, `TRACESTATE`,
+    `BAGGAGE`: the OpenTelemetry convention for environment variables as carriers), extracted by the configured
+    global propagator (`OTEL_PROPAGATORS`; `none` joins nothing), so a CI job or a script that runs `hermes chat`
+    joins its own trace with its baggage; else a new trace. The current context (its baggage) goes along in every
+    case."""
     current = otel_context.get_current()
     if trace.get_current_span(current).get_span_context().is_valid:
         return current
-    traceparent = os.environ.get("TRACEPARENT")
-    if traceparent:
-        carrier = {"traceparent": traceparent, "tracestate": os.environ.get("TRACESTATE", "")}
-        joined = _W3C.extract(carrier, context=current)
-        if trace.get_current_span(joined).get_span_context().is_valid:
-            return joined
+    carrier = {name.lower(): value for name in _CARRIER if (value := os.environ.get(name))}
+    if carrier:
+        current = propagate.extract(carrier, context=current)
+        if trace.get_current_span(current).get_span_context().is_valid:
+            return current
     return trace.set_span_in_context(trace.INVALID_SPAN, current)
 
 
@@ -50,6 +50,7 @@ class Turn:
     # The latest failed provider attempt not followed by a success: (error type, its end). A turn that
     # Hermes abandons after its retries (it fires no on_session_end then) ends with it.
     failure: tuple[str, int] | None = None
+    baggage: Mapping[str, object] = field(default_factory=dict)  # the caller's (its context's, the environment's)
 
 
 class Turns:
@@ -87,7 +88,7 @@ class Turns:
             f"{sc.OP_AGENT} {sc.AGENT}", context=parent, kind=SpanKind.INTERNAL,
             attributes=sc.turn_attributes(session, turn_id, payload), links=links,
         )
-        turn = Turn(span, trace.set_span_in_context(span), session)
+        turn = Turn(span, trace.set_span_in_context(span, parent), session, baggage=baggage.get_all(parent))
         if session:
             self.touch(session)
             self.previous.put(session, span.get_span_context())

@@ -97,3 +97,20 @@ def test_a_tools_own_download_gets_no_span_and_no_header(spans_on, traced, llm, 
     assert sorted(s.name for s in spans if s.kind == "CLIENT" and s.scope_name == "hermes_otel.http_client") == [
         "POST", "POST"]
     assert "jane" not in repr([(s.attributes, s.events) for s in spans])
+
+
+def test_the_environments_traceparent_and_baggage_reach_the_model_server(spans_on, traced, llm, receiver,
+                                                                         monkeypatch):
+    """A CI job's TRACEPARENT and BAGGAGE (environment variables as carriers), extracted by the global propagator:
+    the turn joins that trace, and the model request carries both on."""
+    monkeypatch.setenv("TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    monkeypatch.setenv("BAGGAGE", "ci.job=1234")
+    before = len(llm.requests)
+    llm.push(Reply.text("joined"))
+    assert run_agent(llm.base_url, "hi")["final_response"] == "joined"
+    spans = _turn(traced, receiver)
+    root = only(spans, "invoke_agent hermes")
+    assert (root.trace_id, root.parent_span_id) == ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")
+    (request,) = [r for r in llm.requests[before:] if r.path.endswith("/chat/completions")]
+    assert request.headers["traceparent"].split("-")[1] == root.trace_id
+    assert request.headers["baggage"] == "ci.job=1234"

@@ -264,6 +264,39 @@ def test_a_turn_joins_a_traceparent_from_the_environment(env, monkeypatch):
     assert root.context.trace_state.get("vendor") == "value"
 
 
+def test_baggage_from_the_environment_travels_with_the_traceparent(env, monkeypatch):
+    from opentelemetry import baggage
+
+    tracker, exporter, _ = env
+    monkeypatch.setenv("TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    monkeypatch.setenv("BAGGAGE", "ci.job=1234,tenant=acme")
+    turn = tracker.turn(TURN, SESSION, ctx())
+    assert baggage.get_all(turn.context) == {"ci.job": "1234", "tenant": "acme"}
+    tracker.end_turn(TURN, {"completed": True})
+    (root,) = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent hermes"]
+    assert f"{root.context.trace_id:032x}" == "0af7651916cd43dd8448eb211c80319c"
+
+
+def test_otel_propagators_none_joins_nothing_from_the_environment(env, monkeypatch):
+    """`OTEL_PROPAGATORS=none` gives the global propagator no propagators: the environment's context is not ours to
+    join. (The global propagator is built from the variable when `opentelemetry.propagate` is imported: set here as
+    it builds it.)"""
+    from opentelemetry import propagate
+    from opentelemetry.propagators.composite import CompositePropagator
+
+    tracker, exporter, _ = env
+    monkeypatch.setenv("TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    configured = propagate.get_global_textmap()
+    propagate.set_global_textmap(CompositePropagator([]))
+    try:
+        tracker.turn(TURN, SESSION, ctx())
+    finally:
+        propagate.set_global_textmap(configured)
+    tracker.end_turn(TURN, {"completed": True})
+    (root,) = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent hermes"]
+    assert root.parent is None and f"{root.context.trace_id:032x}" != "0af7651916cd43dd8448eb211c80319c"
+
+
 @pytest.mark.parametrize("value", ["", "garbage", "00-00000000000000000000000000000000-b7ad6b7169203331-01"])
 def test_a_missing_or_invalid_traceparent_starts_a_new_trace(env, monkeypatch, value):
     tracker, exporter, _ = env
