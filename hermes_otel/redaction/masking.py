@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import threading
 import traceback
 import urllib.parse
@@ -163,26 +164,51 @@ _HEADER_LOGGERS = frozenset({"opentelemetry.util.re"})
 
 
 class MaskingFilter(logging.Filter):
-    """Rewrites a record's message (and traceback) masked and printable; never drops one, never raises."""
+    """Masks a record that would show a credential or a control character; never drops one, never raises.
 
-    def filter(self, record: logging.LogRecord) -> bool:
+    A record with nothing to mask passes untouched (its `args`, `exc_info` and everything else as logged). One that
+    has something is replaced, for the rest of its way, by a masked copy (Python 3.12+: a filter may return the
+    record to use) whose traceback text is masked and whose `exc_info` is kept for handlers that want the exception
+    object; on Python 3.11, which cannot replace a record, the record itself gets the masked message and traceback
+    text (its `exc_info` kept)."""
+
+    def filter(self, record: logging.LogRecord) -> bool | logging.LogRecord:  # type: ignore[override]  # 3.12+ form
         try:
-            if record.name in _HEADER_LOGGERS:  # the template alone: its arguments are header items
-                message = str(record.msg).replace("%s", "(header not shown)").replace("%r", "(header not shown)")
-            else:
-                message = record.getMessage()
-            if record.exc_info and record.exc_info[0] is not None:
-                message += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
-                record.exc_info, record.exc_text = None, None
-            elif record.exc_text:
-                message += "\n" + record.exc_text
-                record.exc_text = None
-            if record.stack_info:
-                record.stack_info = printable(mask_text(record.stack_info), lines=True)
-            record.msg, record.args = printable(mask_text(message), lines=True), None
+            changes = _masked(record)
+            if changes is None:
+                return True
+            target = logging.makeLogRecord(record.__dict__) if _REPLACES_RECORDS else record
+            for name, value in changes.items():
+                setattr(target, name, value)
+            return target if _REPLACES_RECORDS else True
         except Exception:  # noqa: BLE001 - a log line must never fail because of us
-            pass
-        return True
+            return True
+
+
+_REPLACES_RECORDS = sys.version_info >= (3, 12)
+
+
+def _masked(record: logging.LogRecord) -> dict[str, Any] | None:
+    """The fields of `record` to change (message, traceback text, stack), or None when it shows nothing to mask."""
+    if record.name in _HEADER_LOGGERS:  # the template alone: its arguments are header items
+        message = str(record.msg).replace("%s", "(header not shown)").replace("%r", "(header not shown)")
+        changes: dict[str, Any] = {"msg": message, "args": None}
+    else:
+        message = record.getMessage()
+        shown = printable(mask_text(message), lines=True)
+        changes = {} if shown == message else {"msg": shown, "args": None}
+    trace_text = record.exc_text
+    if record.exc_info and record.exc_info[0] is not None and not trace_text:
+        trace_text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+    if trace_text:
+        shown = printable(mask_text(trace_text), lines=True)
+        if shown != trace_text:  # formatters print exc_text when it is set: the masked text, not the traceback
+            changes["exc_text"] = shown
+    if record.stack_info:
+        shown = printable(mask_text(record.stack_info), lines=True)
+        if shown != record.stack_info:
+            changes["stack_info"] = shown
+    return changes or None
 
 
 _filter = MaskingFilter()

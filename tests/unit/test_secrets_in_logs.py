@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,55 @@ def test_a_refused_environment_header_is_never_sent(tmp_path, monkeypatch, caplo
             (authorization, None, None)}
     assert "LEAKHDR" not in _everything_shown(caplog, capsys)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name != "hermes_otel"]
+
+
+class _Keep(logging.Handler):
+    """A host's handler that keeps what it is handed (as Sentry, structlog and JSON handlers read it)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _logged_through(logger: logging.Logger, msg: str, *args: object) -> tuple[list, logging.LogRecord]:
+    """(the records made, the logger's first; the record the host's handler got), logged with an exception."""
+    made: list[logging.LogRecord] = []
+    factory = logging.getLogRecordFactory()
+    logging.setLogRecordFactory(lambda *a, **k: made.append(factory(*a, **k)) or made[-1])
+    keep = _Keep()
+    logger.addHandler(keep)
+    try:
+        try:
+            raise ConnectionError("peer reset")
+        except ConnectionError:
+            logger.warning(msg, *args, exc_info=True)
+    finally:
+        logger.removeHandler(keep)
+        logging.setLogRecordFactory(factory)
+    return made, keep.records[-1]
+
+
+def test_a_shared_library_loggers_record_with_nothing_to_mask_reaches_the_host_as_logged():
+    """urllib3's loggers are everyone's: with the plugin's masking in place, a record holding no credential is the
+    host's untouched (its args, its exception object)."""
+    from hermes_otel.redaction import masking
+
+    masking.install()
+    made, got = _logged_through(logging.getLogger("urllib3.connectionpool"), "Retrying (%r) after %s", 3, "reset")
+    assert got is made[0] and got.args == (3, "reset") and got.msg == "Retrying (%r) after %s"
+    assert got.exc_info is not None and got.exc_info[0] is ConnectionError
+
+
+def test_a_shared_library_loggers_record_with_a_credential_is_masked_without_losing_the_exception():
+    from hermes_otel.redaction import masking
+
+    masking.install()
+    logger = logging.getLogger("urllib3.connectionpool")
+    made, got = _logged_through(logger, "Starting new connection to %s", "http://bob:pa55word@collector:4318")
+    assert "pa55word" not in got.getMessage()
+    assert got.exc_info is not None and got.exc_info[0] is ConnectionError  # the object, for handlers that want it
+    if sys.version_info >= (3, 12):  # the host's copy is masked; the record the library made is left as it was
+        assert got is not made[0] and made[0].args == ("http://bob:pa55word@collector:4318",)
