@@ -453,10 +453,15 @@ def telemetry_markdown() -> str:
         "",
         f"Hermes's own log lines (its loggers: `agent.*`, `tools.*`, `hermes_cli.*`, `gateway.*`, ...), at "
         "`logs.hermes_level` (`HERMES_OTEL_HERMES_LOG_LEVEL`, default `warning`) and above, are log records of the "
-        f"instrumentation scope `{hermes_logs.SCOPE}`, without an `event_name`: the line's text as the body (masked "
-        "like our own lines: configured secrets and credential patterns never leave), its level as the severity, "
-        "and the trace and span ids of the span active where it was logged, else of the open turn of the session "
-        "Hermes tagged the line with, else none. Our own log lines and the observer records are never among them.",
+        f"instrumentation scope `{hermes_logs.SCOPE}`, without an `event_name`: the line's text as the body, its "
+        "level as the severity, and the trace and span ids of the span active where it was logged, else of the open "
+        "turn of the session Hermes tagged the line with, else none. Every body and exception goes through Hermes's "
+        "own redactor and ours (Hermes applies its redactor only to its own files). With capture off (the default) "
+        f"a line carries no content: each argument that is not a number or a short name reads `{hermes_logs.ELIDED}` "
+        "(a command, a URL, a provider's error text), an exception keeps its type and stack (code) but not its "
+        "message, and a line Hermes formatted before logging it (no arguments: what is content cannot be told) stays "
+        "in Hermes's own log only. With capture on, lines are whole (redacted). Our own log lines and the observer "
+        "records are never among them.",
         "",
         *_table(HERMES_LOG_ATTRIBUTES.items()),
         "",

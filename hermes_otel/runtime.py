@@ -41,7 +41,7 @@ class _State:
     tracker: Tracker | None = None
     bridge: ObserverBridge | None = None
     shared: tuple | None = None  # providers handed to us by the host application
-    hermes_logs: tuple | None = None  # (OTel logger, emitter, tracker) for Hermes's own log lines
+    hermes_logs: tuple | None = None  # (OTel logger, emitter, tracker, content) for Hermes's own log lines
 
 
 _state = _State()
@@ -127,7 +127,8 @@ def configure(settings: Settings) -> Tracker | None:
         _state.tracker = _replace_tracker(_state.tracker, new)
         _state.bridge = ObserverBridge(_state.tracker, new.logger, new.meter, settings.capture_content, new.emitter)
         _state.hermes_logs = (new.logger_provider.get_logger(hermes_logs.SCOPE, __version__), new.emitter,
-                              _state.tracker) if settings.logs_enabled else None
+                              _state.tracker, settings.capture_content != "NO_CONTENT") \
+            if settings.logs_enabled else None
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True

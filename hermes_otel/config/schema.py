@@ -276,7 +276,8 @@ FIELDS: tuple[Field, ...] = (
     Field("logs.hermes_level", str, "warning",
           "Hermes's own log lines (its loggers: `agent.*`, `tools.*`, `hermes_cli.*`, `gateway.*`, ...) at this "
           "level and above become OTel log records carrying the trace and span ids of the span active where they "
-          "were logged, masked like ours. `off` turns the bridge off. Hermes's own logging level still decides "
+          "were logged, redacted by Hermes's redactor and ours, without content unless capture is on (see the "
+          "telemetry reference). `off` turns the bridge off. Hermes's own logging level still decides "
           "which lines exist (its `agent.log` is INFO).", env="HERMES_OTEL_HERMES_LOG_LEVEL",
           choices=HERMES_LOG_LEVELS, attr="hermes_log_level"),
     Field("metrics.enabled", bool, True, "Export metrics.", attr="metrics_enabled"),

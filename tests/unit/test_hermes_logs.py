@@ -28,14 +28,18 @@ class Kept(logging.Handler):
         self.lines.append(self.format(record))
 
 
-@pytest.fixture
-def env():
+@pytest.fixture(params=[True], ids=["capture on"])
+def env(request):
+    """A bridge with content captured (param True: what these tests check is how content is shown, masked and
+    redacted); the `capture_off` tests run the default, capture off."""
     tracer_provider, logger_provider = TracerProvider(), LoggerProvider()
     exporter = InMemoryLogExporter()
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     tracer = tracer_provider.get_tracer("t")
     tracker = Tracker(tracer, max_turns=8)
-    bridge = HermesLogBridge(lambda: (logger_provider.get_logger("hermes_otel.hermes_logs"), Inline(), tracker))
+    content = request.param
+    bridge = HermesLogBridge(lambda: (logger_provider.get_logger("hermes_otel.hermes_logs"), Inline(), tracker,
+                                      content))
     kept = Kept()
     # The bridge sits on the root logger in the plugin; here on the test's Hermes-named loggers only.
     names = ("agent", "tools", "hermes_otel", "httpx")
@@ -135,7 +139,7 @@ def test_no_loop_when_emitting_logs_a_hermes_line(env):
             logging.getLogger("agent.noisy").warning("logged from inside emit")
             sink()[0].emit(**kwargs)
 
-    bridge._sink = lambda: (Noisy(), Inline(), sink()[2])
+    bridge._sink = lambda: (Noisy(), Inline(), sink()[2], True)
     logging.getLogger("agent").warning("outer")
     assert [r.body for r in records(exporter)] == ["outer"]
 
@@ -164,3 +168,41 @@ def test_install_puts_one_bridge_on_the_root_logger_and_follows_the_level():
     finally:
         root.handlers[:] = before
         logs._bridge = installed
+
+
+@pytest.mark.parametrize("env", [False], ids=["capture off (default)"], indirect=True)
+def test_capture_off_keys_hermes_hides_are_redacted_and_content_is_not_exported(env):
+    """A refused workdir: Hermes logs the command (keys of Groq, Tavily, xAI, Replicate in it). Its agent.log
+    line is Hermes's business; our record shows neither the keys nor, with capture off, the command."""
+    _, _, exporter, kept, _ = env
+    command = ("curl -H 'Authorization: gsk_abcdefghijklmnopqrstuvwxyz0123456789' tvly-ABCDEFGHIJKLMNOPQRSTUV01 "
+               "xai-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKL r8_abcdefghijklmnopqrstuvwxyz0123456789")
+    logging.getLogger("tools.terminal_tool").warning("Blocked dangerous workdir: %s (command: %s)", "/tmp;rm", command)
+    logging.getLogger("agent.conversation_loop").warning("API call failed (attempt %s/%s) error_type=%s summary=%s",
+                                                          1, 3, "InternalServerError", "HTTP 500: search for jane doe")
+    logging.getLogger("agent").warning(f"preformatted: {command}")  # what is content cannot be told: kept local
+    url = "https://search.example/?q=jane+doe"
+    try:
+        raise RuntimeError(f"fetching {url} failed")  # the stack shows code (this line), not the value
+    except RuntimeError:
+        logging.getLogger("tools.web_tools").exception("tool %s failed", "web_search")
+    blocked, failed, raised = records(exporter)
+    assert blocked.body == "Blocked dangerous workdir: … (command: …)"
+    assert failed.body == "API call failed (attempt 1/3) error_type=InternalServerError summary=…"
+    assert raised.body == "tool web_search failed"
+    assert raised.attributes["exception.type"] == "RuntimeError"
+    assert "exception.message" not in raised.attributes
+    assert raised.attributes["exception.stacktrace"].endswith("RuntimeError")
+    assert "jane" not in repr([(r.body, dict(r.attributes)) for r in records(exporter)])
+    assert len(kept.lines) == 4 and kept.lines[0].endswith(f"(command: {command})")  # Hermes's own log: as logged
+
+
+def test_capture_on_keys_hermes_hides_are_redacted_by_hermes_own_redactor(env):
+    _, _, exporter, _, _ = env
+    keys = ("gsk_abcdefghijklmnopqrstuvwxyz0123456789", "tvly-ABCDEFGHIJKLMNOPQRSTUV01",
+            "xai-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKL", "r8_abcdefghijklmnopqrstuvwxyz0123456789")
+    logging.getLogger("tools.terminal_tool").warning("Blocked dangerous workdir: %s (command: %s)", "/tmp;rm",
+                                                     "curl " + " ".join(keys))
+    (record,) = records(exporter)
+    assert record.body.startswith("Blocked dangerous workdir: /tmp;rm (command: curl ")
+    assert not any(key in record.body for key in keys), record.body
