@@ -2,19 +2,28 @@
 Collector) and whose Jaeger has no UI of its own (a Jaeger built from modules serves only the API).
 
 `HERMES_OTEL_JAEGER_URL` (in the dashboard's environment) names the query service, e.g.
-`http://127.0.0.1:16686`. Its api_v3 answers OTLP/JSON, which the local reader's decoder reads as it reads the
-files, so both sources give the same spans. Requests go only to that address, never to one a request names, with
-a timeout; an answer over MAX_BYTES is refused.
+`http://127.0.0.1:16686` (`http://user:password@host:16686` sends the user and password as basic auth; they are
+never shown). Its api_v3 answers OTLP/JSON, which the local reader's decoder reads as it reads the files, so both
+sources give the same spans.
+
+A slow or hostile Jaeger must not take the dashboard down: requests go only to that address (never to one a request
+names, and a redirect is not followed), each has one deadline for the whole exchange (connect, headers and every
+read of the body: a Jaeger that drips a byte at a time is cut at it), an answer over MAX_BYTES is refused (what it
+costs to decode stays bounded), and at most MAX_IN_FLIGHT requests wait on Jaeger at once: another is answered
+"busy" at once, so the dashboard's worker threads stay free for everything else.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import http.client
 import json
 import os
-import urllib.error
+import socket
+import threading
+import time
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 
 from ..local.decode import decode_request
@@ -22,12 +31,19 @@ from ..local.traces import Trace, group_traces
 
 ENV = "HERMES_OTEL_JAEGER_URL"
 LOOKBACK = dt.timedelta(days=2)  # how far back the list searches
-TIMEOUT_S = 5.0
-MAX_BYTES = 64 * 1024 * 1024
+TIMEOUT_S = 5.0  # the whole request, from connecting to the last byte
+MAX_BYTES = 8 * 1024 * 1024  # decoding costs about ten times the answer's size
+MAX_IN_FLIGHT = 2
+_CHUNK = 64 * 1024
+_in_flight = threading.BoundedSemaphore(MAX_IN_FLIGHT)
 
 
 class JaegerError(Exception):
     """Jaeger could not answer; the message is for the user (no URL credentials in it)."""
+
+
+class JaegerBusy(JaegerError):
+    """MAX_IN_FLIGHT requests are already waiting on Jaeger."""
 
 
 def configured(env: Mapping[str, str] | None = None) -> str | None:
@@ -37,22 +53,75 @@ def configured(env: Mapping[str, str] | None = None) -> str | None:
 
 
 def _get(url: str) -> dict:
+    if not _in_flight.acquire(blocking=False):
+        raise JaegerBusy(f"Jaeger is busy with {MAX_IN_FLIGHT} requests of this dashboard; try again")
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer:
-            body = answer.read(MAX_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return {}
-        raise JaegerError(f"Jaeger answered HTTP {exc.code}") from None
-    except (OSError, ValueError) as exc:
-        raise JaegerError(f"Jaeger is not reachable ({type(exc).__name__})") from None
-    if len(body) > MAX_BYTES:
-        raise JaegerError("Jaeger's answer is too large")
+        status, body = _fetch(url, time.monotonic() + TIMEOUT_S)
+    finally:
+        _in_flight.release()
+    if status == 404:
+        return {}
+    if 300 <= status < 400:
+        raise JaegerError(f"Jaeger answered a redirect (HTTP {status}), which is not followed")
+    if status != 200:
+        raise JaegerError(f"Jaeger answered HTTP {status}")
     try:
         document = json.loads(body)
     except ValueError:
         raise JaegerError("Jaeger's answer is not JSON") from None
     return document if isinstance(document, dict) else {}
+
+
+def _fetch(url: str, deadline: float) -> tuple[int, bytes]:
+    """(status, body) of one GET, all of it before `deadline`."""
+    parts = urllib.parse.urlsplit(url)
+    headers = {"Accept": "application/json"}
+    if parts.username is not None:  # credentials in the address: basic auth, never part of what is shown
+        user = urllib.parse.unquote(parts.username)
+        password = urllib.parse.unquote(parts.password or "")
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    try:
+        connection = kind(parts.hostname or "", parts.port, timeout=_left(deadline))
+    except ValueError:
+        raise JaegerError("Jaeger's address is not valid") from None
+    # The deadline cuts the connection wherever it is (a header or a body dripped a byte at a time included).
+    cut = threading.Timer(max(deadline - time.monotonic(), 0.0), _cut, (connection,))
+    cut.daemon = True
+    cut.start()
+    try:
+        connection.request("GET", target or "/", headers=headers)
+        answer = connection.getresponse()
+        chunks, size = [], 0
+        while chunk := answer.read1(_CHUNK):
+            size += len(chunk)
+            if size > MAX_BYTES:
+                raise JaegerError(f"Jaeger's answer is over {MAX_BYTES >> 20} MiB: ask for fewer or smaller traces")
+            chunks.append(chunk)
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+        return answer.status, b"".join(chunks)
+    except (OSError, http.client.HTTPException) as exc:
+        if isinstance(exc, TimeoutError) or time.monotonic() >= deadline:
+            raise JaegerError(f"Jaeger did not answer within {TIMEOUT_S:g} s") from None
+        raise JaegerError(f"Jaeger is not reachable ({type(exc).__name__})") from None
+    finally:
+        cut.cancel()
+        connection.close()
+
+
+def _cut(connection: http.client.HTTPConnection) -> None:
+    sock = connection.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.001)
 
 
 def _traces(document: dict) -> list[Trace]:

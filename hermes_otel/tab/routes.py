@@ -10,6 +10,7 @@ poll is in the next answer.
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,20 @@ def _jaeger() -> str:
     return base
 
 
+def _from_jaeger(ask: Callable[..., Any], *args: Any) -> Any:
+    """Jaeger's answer; busy (MAX_IN_FLIGHT already waiting) is 503, anything else it did wrong 502."""
+    try:
+        return ask(*args)
+    except jaeger.JaegerBusy as exc:
+        raise HTTPException(503, str(exc)) from None
+    except jaeger.JaegerError as exc:
+        raise HTTPException(502, str(exc)) from None
+
+
 def _newest(last: int, source: str = "files") -> tuple[list[Trace], dict[str, Any]]:
     if source == "jaeger":
-        try:
-            found = jaeger.newest(_jaeger(), config.load_settings().settings.service_name, min(last, JAEGER_SCAN))
-        except jaeger.JaegerError as exc:
-            raise HTTPException(502, str(exc)) from None
+        found = _from_jaeger(jaeger.newest, _jaeger(), config.load_settings().settings.service_name,
+                             min(last, JAEGER_SCAN))
         return found, {"recorded": True, "skipped_lines": 0, "complete": True}
     directory = _directory()
     if not directory.exists():
@@ -80,10 +89,7 @@ def trace(trace_id: str, source: str = SOURCE) -> dict[str, Any]:
         raise HTTPException(400, "expected a trace id of 32 hexadecimal digits")
     trace_id = trace_id.lower()
     if source == "jaeger":
-        try:
-            found = jaeger.one(_jaeger(), trace_id)
-        except jaeger.JaegerError as exc:
-            raise HTTPException(502, str(exc)) from None
+        found = _from_jaeger(jaeger.one, _jaeger(), trace_id)
         if found is None:
             raise HTTPException(404, "no such trace in Jaeger")
         return summary.detail(found)
