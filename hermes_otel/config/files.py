@@ -40,11 +40,13 @@ def untrusted(st: os.stat_result) -> str | None:
     return None
 
 
-def read_regular(path: Path, cap: int, *, trusted: bool = False) -> bytes:
+def read_regular(path: Path, cap: int, *, trusted: bool = False, follow: bool = True) -> bytes:
     """The bytes of a regular file of at most `cap` bytes, else :class:`Unreadable`; with `trusted`, only a file
-    no other user can change (:class:`Untrusted`): a configuration decides where credentials are sent."""
+    no other user can change (:class:`Untrusted`): a configuration decides where credentials are sent; without
+    `follow`, a symbolic link (the last component) is not followed."""
+    flags = _FLAGS if follow else _FLAGS | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, _FLAGS)  # O_NONBLOCK: opening a FIFO does not wait for a writer
+        fd = os.open(path, flags)  # O_NONBLOCK: opening a FIFO does not wait for a writer
     except FileNotFoundError:
         raise Unreadable("no such file") from None
     except OSError as exc:

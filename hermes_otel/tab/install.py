@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
+from ..config.files import Unreadable, read_regular
 from ..version import __version__
 
 NAME = "hermes_otel"  # the key Hermes's plugins.enabled gates the tab by: the plugin's own name
@@ -81,17 +83,27 @@ def status(home: Path) -> tuple[str, str]:
                     f"{__version__} (run `hermes-otel enable` to update it)")
 
 
+# Other plugins' files (their manifests) and ours as installed: read as regular files only (a symbolic link is not
+# followed, a FIFO does not block), of bounded size. Ours are a few KiB; a manifest is a small JSON document.
+MAX_FILE_BYTES = 1 << 20
+
+
 def _read(path: Path) -> bytes | None:
     try:
-        return path.read_bytes() if path.is_file() else None
-    except OSError:
+        return read_regular(path, MAX_FILE_BYTES, follow=False)
+    except Unreadable:
         return None
+
+
+def _manifest(path: Path) -> Any:
+    data = _read(path)
+    return json.loads(data) if data is not None else None
 
 
 def _manifest_version(path: Path) -> str:
     try:
-        version = json.loads(path.read_text(encoding="utf-8")).get("version")
-    except (OSError, ValueError, AttributeError):
+        version = _manifest(path).get("version")
+    except (ValueError, AttributeError):
         return "unknown"
     return str(version) if version else "unknown"
 
@@ -105,10 +117,9 @@ def _first_manifest_named(root: Path, name: str) -> Path | None:
     for child in children:
         manifest = child / "dashboard" / "manifest.json"
         try:
-            if child.is_dir() and manifest.is_file():
-                data = json.loads(manifest.read_text(encoding="utf-8"))
-                if (data.get("name", child.name) if isinstance(data, dict) else None) == name:
-                    return manifest
-        except (OSError, ValueError):
+            data = _manifest(manifest) if child.is_dir() else None
+        except ValueError:
             continue
+        if (data.get("name", child.name) if isinstance(data, dict) else None) == name:
+            return manifest
     return None

@@ -204,6 +204,30 @@ def test_install_update_remove_and_what_doctor_says(tmp_path):
     assert install.remove(home) is None
 
 
+def test_doctor_reads_other_plugins_manifests_capped_and_regular_only(tmp_path):
+    """Another plugin's manifest is not ours: a huge one is not read whole (sparse: 1.5 GiB on disk costs nothing
+    here, read whole it would cost that much memory), a symbolic link to a big file is not followed, a FIFO does
+    not block; none of them shadows the tab."""
+    import os
+
+    home = tmp_path / "home"
+    install.install(home)
+    huge = home / "plugins" / "a_huge" / "dashboard"
+    huge.mkdir(parents=True)
+    with open(huge / "manifest.json", "wb") as f:
+        f.write(b'{"name": "hermes_otel", "pad": "')
+        f.truncate(3 << 29)
+    linked = home / "plugins" / "b_linked" / "dashboard"
+    linked.mkdir(parents=True)
+    target = tmp_path / "elsewhere.json"
+    target.write_text('{"name": "hermes_otel"}')
+    (linked / "manifest.json").symlink_to(target)
+    piped = home / "plugins" / "c_fifo" / "dashboard"
+    piped.mkdir(parents=True)
+    os.mkfifo(piped / "manifest.json")
+    assert install.status(home) == ("ok", f"dashboard Traces tab installed ({install.target(home)})")
+
+
 def test_the_api_file_hermes_imports_serves_the_router(tmp_path):
     """Hermes imports the manifest's `api` file by path and mounts its `router`: do exactly that."""
     import importlib.util
