@@ -214,7 +214,29 @@ def load_settings(env: Mapping[str, str] | None = None, path: Path | None = None
 
         problems.extend(presets.apply(values, env))
     settings = _build(values, env, source=str(path) if path and applied else None)
+    problems.extend(_cleartext_credentials(settings))
     return LoadResult(settings, tuple(problems), path)
+
+
+def _cleartext_credentials(settings: Settings) -> list[Problem]:
+    """Headers (collector credentials, as a rule) that would go over plain http to a host off this machine."""
+    import ipaddress
+    import urllib.parse
+
+    problems = []
+    for signal, target in settings.otlp.items():
+        parts = urllib.parse.urlsplit(target.endpoint)
+        if not target.headers or parts.scheme != "http" or not parts.hostname:
+            continue
+        try:
+            loopback = ipaddress.ip_address(parts.hostname).is_loopback
+        except ValueError:
+            loopback = parts.hostname == "localhost"
+        if not loopback:
+            problems.append(Problem(f"otlp.{signal}", "headers", "https for an endpoint that gets headers",
+                                    f"http://{parts.hostname}: the {len(target.headers)} header(s) (credentials, as "
+                                    "a rule) would cross the network in clear text", fatal=False))
+    return problems
 
 
 def read_component(path: Path, env: Mapping[str, str] | None = None) -> tuple[dict[str, Any], list[Problem]]:

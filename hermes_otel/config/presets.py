@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..redaction.masking import remember
+from .headers import NOT_SHOWN, check_value
 from .targets import SIGNALS, signal_url
 
 if TYPE_CHECKING:
@@ -191,6 +192,13 @@ def apply(values: dict[str, Any], env: Mapping[str, str]) -> list[Problem]:
                 values.setdefault(f"otlp.{signal}.protocol", "http/protobuf")
     headers: dict[str, str] = {}
     for header in preset.headers:
+        bad = next((var for var in header.env if not var.startswith("=") and check_value(env.get(var, "").strip())),
+                   None)
+        if bad is not None:  # refused like every other header value: by its variable, never shown
+            problems.append(Problem(f"{SOURCE} {name!r}", header.name, "a header value without control characters",
+                                    f"{bad}: a value with control characters {NOT_SHOWN}: the header is not sent",
+                                    fatal=False))
+            continue
         value = header.value(env)
         if value is None:
             if header.required:
@@ -209,11 +217,29 @@ def apply(values: dict[str, Any], env: Mapping[str, str]) -> list[Problem]:
             taken = {k.lower() for k in (*general, *own)}
             values[f"otlp.{signal}.headers"] = {**{k: v for k, v in headers.items() if k.lower() not in taken},
                                                 **general, **own}
+    credentials = [h.name for h in preset.headers if h.secret and h.name in headers]
+    own = preset.endpoints(env) if preset.base(env) else {}
+    for signal in preset.signals:
+        target = values.get(f"otlp.{signal}.endpoint") or (
+            signal_url(values["otlp.endpoint"], signal) if values.get("otlp.endpoint") else None)
+        if credentials and target and target != own.get(signal):
+            problems.append(Problem(f"{SOURCE} {name!r}", f"otlp.{signal}.endpoint",
+                                    f"{preset.title}'s own endpoint for its credentials",
+                                    f"{_host(target)}: {preset.title}'s credentials go there (set the endpoint "
+                                    "per signal, or unset the general one)", fatal=False))
     resource = {attr: env.get(var, "").strip() or default for attr, var, default in preset.resource}
     resource = {k: v for k, v in resource.items() if v}
     if resource:
         values["resource_attributes"] = {**resource, **values.get("resource_attributes", {})}
     return problems
+
+
+def _host(url: str) -> str:
+    """scheme://host[:port] of a URL, without user info or path (for a message)."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
 
 
 def flavour(name: str) -> str:

@@ -144,3 +144,31 @@ def test_the_schema_names_every_preset_without_loading_their_tables():
     from hermes_otel.config.schema import PRESET_NAMES
 
     assert PRESET_NAMES == presets.NAMES
+
+
+def test_a_preset_header_value_with_control_characters_is_refused_by_its_variable():
+    """A CRLF pasted into HONEYCOMB_API_KEY would fail every export inside the HTTP client, forever."""
+    settings, problems = settings_for(HERMES_OTEL_BACKEND="honeycomb", HONEYCOMB_API_KEY="hcaik_01abc\r\nX-Evil: 1")
+    assert [str(p) for p in problems] == [
+        "backend preset 'honeycomb': x-honeycomb-team: expected a header value without control characters, found "
+        "HONEYCOMB_API_KEY: a value with control characters (value not shown): the header is not sent"]
+    assert "x-honeycomb-team" not in settings.otlp["traces"].headers
+
+
+def test_vendor_credentials_to_another_endpoint_or_in_clear_text_are_said():
+    """Langfuse's Basic credentials with a general OTEL_EXPORTER_OTLP_ENDPOINT=http://... go to that endpoint, in
+    clear text: both are said (the host only, never the credentials)."""
+    _, problems = settings_for(HERMES_OTEL_BACKEND="langfuse", LANGFUSE_PUBLIC_KEY="pk-lf-1",
+                               LANGFUSE_SECRET_KEY="sk-lf-2", OTEL_EXPORTER_OTLP_ENDPOINT="http://collector.lan:4318")
+    assert [str(p) for p in problems] == [
+        "backend preset 'langfuse': otlp.traces.endpoint: expected Langfuse's own endpoint for its credentials, "
+        "found http://collector.lan:4318: Langfuse's credentials go there (set the endpoint per signal, or unset the "
+        "general one)",
+        "otlp.traces: headers: expected https for an endpoint that gets headers, found http://collector.lan: the 2 "
+        "header(s) (credentials, as a rule) would cross the network in clear text"]
+    assert not any("pk-lf-1" in str(p) or "sk-lf-2" in str(p) for p in problems)
+    # The preset's own endpoint (https), a loopback collector over http: nothing to say.
+    assert settings_for(HERMES_OTEL_BACKEND="langfuse", LANGFUSE_PUBLIC_KEY="pk-lf-1",
+                        LANGFUSE_SECRET_KEY="sk-lf-2")[1] == ()
+    assert settings_for(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
+                        OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer abc")[1] == ()
