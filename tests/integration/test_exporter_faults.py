@@ -62,6 +62,7 @@ def _configure(monkeypatch, traces_logs: str, metrics: str, timeout_ms: int, spo
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", f"{traces_logs}/v1/logs")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", f"{metrics}/v1/metrics")
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    monkeypatch.setenv("OTEL_BLRP_SCHEDULE_DELAY", "50")  # the log processor's own variable (OTEL_BSP_* is spans')
     monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "600000")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", str(timeout_ms))
     if not spool:
@@ -120,8 +121,9 @@ def test_exporter_fault(fault, llm, receiver, monkeypatch, caplog, baseline_turn
         before_total = health.dropped["traces"]
         spooled_before = stats.spooled["traces"]
         if fault.startswith("blackhole_queue_full"):  # one span per export: the 8 spans of two turns overflow
-            monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "2")
-            monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1")
+            for processor in ("BSP", "BLRP"):  # both signals' queues (each processor has its own variables)
+                monkeypatch.setenv(f"OTEL_{processor}_MAX_QUEUE_SIZE", "2")
+                monkeypatch.setenv(f"OTEL_{processor}_MAX_EXPORT_BATCH_SIZE", "1")
         _configure(monkeypatch, endpoint, receiver.endpoint, timeout_ms, spool_on, tmp_path)
 
         turn_s = min(_turn(llm, f"{fault}{i}") for i in range(2))
