@@ -49,7 +49,7 @@ _SECRET_KEY = _Later(
     r"(api[_-]?key|apikey|authorization|auth[_-]?token|access[_-]?token|refresh[_-]?token|id[_-]?token|"
     r"bearer|token|secret|passw(or)?d|passwd|pwd|cookie|set-cookie|credential|private[_-]?key|"
     r"access[_-]?key|session[_-]?key|client[_-]?secret|signature|passphrase|account[_-]?key|^auth$|^sig$|"
-    r"(?:^|[_-])pass$)",
+    r"(?:^|[_-])pass$|^psk$|client[_-]key[_-]data|(?-i:^[A-Z][A-Z0-9_]*_KEY$))",
     re.IGNORECASE,
 )
 # Keys that contain a secret-looking word but are not secrets (token counts, ...).
@@ -72,6 +72,8 @@ _AUTH_SCHEMES = (r"token|api-?key|key|digest|negotiate|ntlm|oauth|hoba|mutual|sc
                  r"aws4-hmac-sha256|dpop|ssws|splunk|gitlab|sso-key")
 # The end of a value in text: blanks, quotes, separators, or an escaped quote or newline of JSON text.
 _VALUE = r"[^\s\"'&,;\\]+"
+_FRESH = r"(?!<redacted>)"  # not a value some earlier pattern redacted already
+_W = r"(?:(?<=\\[nrt])|\b)"  # a word's start, also right after an escaped newline of JSON text
 
 # (needles, pattern, replacement): a pattern runs only when one of its needles is in the text (in lower case for
 # the case-insensitive ones), so ordinary text costs a few substring checks, not a dozen regex scans.
@@ -129,6 +131,37 @@ _VALUE_PATTERNS: tuple[tuple[tuple[str, ...], bool, _Later, Any], ...] = (
     (("@",), False, _Later(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]*):([^@\s/?#]+(?:/[^@\s/?#]+)*)@"
                                r"(?=[\w.\[\]-]+(?:[:/?#\s\"'\\]|$))"), r"\1\2:" + REDACTED + "@"),
     (("@",), False, _Later(r"(?i)\b([a-z][a-z0-9+.-]*://)[A-Za-z0-9._~-]{16,}@"), r"\1" + REDACTED + "@"),
+    # Shapes of files and command lines that hold a credential (issue 40, item 7). `_LINE` starts a value's line
+    # in plain text or in JSON text (an escaped newline).
+    # `.env` lines: `MAPBOX_KEY=...`, `OPENAI_KEY=...` (an upper-case variable whose name ends in _KEY).
+    (("_KEY",), False, _Later(_B + r"([A-Z][A-Z0-9_]*_KEY\s*=\s*(?:\\*[\"'])?)" + _FRESH + _VALUE), r"\1" + REDACTED),
+    # .netrc: `machine host login user password SECRET`, and `password SECRET` on a line of its own.
+    (("machine",), True, _Later(r"(?i)(" + _W + r"machine\s+\S+\s+(?:login\s+\S+\s+)?password\s+)" + _FRESH + _VALUE),
+     r"\1" + REDACTED),
+    (("password",), True, _Later(r"(?i)((?:^|\n|\\n)[ \t]*password[ \t]+)" + _FRESH + _VALUE), r"\1" + REDACTED),
+    # .pgpass: `host:port:database:user:password` (the usual Postgres ports, or `*`).
+    ((":5432:", ":5433:", ":6432:", ":*:"), False,
+     _Later(r"(?:(?<=\\[nrt])|(?<![\w.:-]))([\w.*-]+:(?:5432|5433|6432|\*):[\w.*-]+:[\w.*-]+:)" + _FRESH + _VALUE),
+     r"\1" + REDACTED),
+    # htpasswd: `user:$apr1$...`, bcrypt `$2y$...`, crypt `$6$...`, `{SHA}...`.
+    (("$apr1$", "$2y$", "$2a$", "$2b$", "{SHA}", "$6$", "$5$", "$1$"), False,
+     _Later(r"(?:(?<=\\[nrt])|(?<![\w.-]))([\w.-]+:)(?:\$(?:apr1|2[aby]|[156])\$|\{SHA\})" + _VALUE), r"\1" + REDACTED),
+    # kubeconfig: `client-key-data: <base64 of a private key>`.
+    (("client-key",), True, _Later(r"(?i)(client-key(?:-data)?\s*:\s*(?:\\*[\"'])?)" + _FRESH + _VALUE),
+     r"\1" + REDACTED),
+    # wpa_supplicant: `psk="..."` (or 64 hex digits).
+    (("psk",), True, _Later(r"(?i)(\bpsk\s*=\s*(?:\\*[\"'])?)" + _FRESH + _VALUE), r"\1" + REDACTED),
+    # Command lines: `curl -u user:pass`, `mysql -pPASS`, `sshpass -p PASS`, `docker login -p PASS`.
+    (("-u", "--user"), False,
+     _Later(r"(?<![\w-])((?:-u|--user)(?:\s+|=)(?:\\*[\"'])?[^\s:\"'\\]+:)" + _FRESH + _VALUE), r"\1" + REDACTED),
+    (("mysql",), True,
+     _Later(r"(" + _W + r"(?i:mysql(?:dump|admin|import|show|check)?)\b[^\n\\]*?\s-p)" + _FRESH + _VALUE),
+     r"\1" + REDACTED),
+    (("sshpass",), True, _Later(r"(" + _W + r"(?i:sshpass)\b[^\n\\]*?\s-p\s*)" + _FRESH + _VALUE), r"\1" + REDACTED),
+    (("docker",), True, _Later(r"(" + _W + r"(?i:docker\s+login)\b[^\n\\]*?\s-p\s+)" + _FRESH + _VALUE),
+     r"\1" + REDACTED),
+    # A password in a URL's query: `?pwd=...`.
+    (("pwd=",), True, _Later(r"(?i)([?&;]pwd=)" + _FRESH + _VALUE), r"\1" + REDACTED),
     # name=value, name: value, "name": "value" where the name is a credential's (access_token, client_secret, ...);
     # quotes may be escaped (JSON text inside JSON). The lookahead is a cheap first-letter filter.
     (_CREDENTIAL_WORDS, True,

@@ -65,6 +65,22 @@ SHAPES = {
     "DB_PASS=": ("DB_PASS=SECRETDBPASS", "SECRETDBPASS"),
     "--password X": ("mysql -u root --password SECRETCLIPW -h db", "SECRETCLIPW"),
     "stripe webhook secret": ("whsec_SECRETWEBHOOKSIGNING0123456789", "SECRETWEBHOOKSIGNING"),
+    # issue 40, item 7: files and command lines that hold a credential
+    ".env MAPBOX_KEY=": ("MAPBOX_KEY=pk.SECRETMAPBOX0123", "SECRETMAPBOX0123"),
+    ".env OPENAI_KEY=": ('OPENAI_KEY="SECRETOPENAIKEY0123"', "SECRETOPENAIKEY0123"),
+    ".netrc": ("machine api.example.com login bob password SECRETNETRC", "SECRETNETRC"),
+    ".netrc, password line": ("machine api.example.com\n  login bob\n  password SECRETNETRCLINE",
+                              "SECRETNETRCLINE"),
+    ".pgpass": ("db.internal:5432:app:bob:SECRETPGPASS", "SECRETPGPASS"),
+    "kubeconfig client-key-data": ("client-key-data: LS0tLS1CRUdJTiBSU0EgU0VDUkVUS1VCRUtFWQ==",
+                                   "LS0tLS1CRUdJTiBSU0EgU0VDUkVUS1VCRUtFWQ"),
+    "curl -u user:pass": ("curl -u bob:SECRETCURLPW https://api.example", "SECRETCURLPW"),
+    "mysql -pPASS": ("mysql -u root -pSECRETMYSQLPW app", "SECRETMYSQLPW"),
+    "sshpass -p PASS": ("sshpass -p SECRETSSHPASS ssh deploy@host", "SECRETSSHPASS"),
+    "docker login -p PASS": ("docker login -u bob -p SECRETDOCKERPW registry.example", "SECRETDOCKERPW"),
+    "htpasswd line": ("alice:$apr1$r31.....$SECRETHTPASSWDHASH", "SECRETHTPASSWDHASH"),
+    "wpa_supplicant psk": ('network={ ssid="home" psk="SECRETWIFIPSK" }', "SECRETWIFIPSK"),
+    "?pwd= in free text": ("open https://nas.local/login?user=admin&pwd=SECRETNASPW now", "SECRETNASPW"),
 }
 NOT_SECRETS = [
     "usage: max_tokens=100 completion_tokens: 5 token_type=bearer",
@@ -74,6 +90,9 @@ NOT_SECRETS = [
     "https://bob@example.invalid/x",
     "the key: value, a primary_key=5",
     "ssh://git@github.com/org/repo.git",
+    "mysql -P3306 -p app",  # -p alone asks for the password
+    "the password reset link expired",
+    "listen on 0.0.0.0:5432 for app connections",
 ]
 
 
@@ -182,3 +201,22 @@ def test_what_hermes_own_redactor_hides_is_hidden_too(shape):
     shown = redact_text(f"before {text} after")
     assert secret not in shown and shown.startswith("before ") and shown.endswith(" after")
 
+
+
+NEW_SHAPES = [shape for shape in SHAPES if list(SHAPES).index(shape) >= list(SHAPES).index(".env MAPBOX_KEY=")]
+
+
+@pytest.mark.parametrize("shape", NEW_SHAPES)
+def test_each_new_shape_is_masked_in_our_log_lines_too(shape):
+    """Both redaction passes: captured content (above) and log lines (masking, which runs ours without Hermes's)."""
+    from hermes_otel.redaction.masking import mask_text
+
+    text, secret = SHAPES[shape]
+    assert secret not in mask_text(f"before {text} after")
+
+
+@pytest.mark.parametrize("key", ["MAPBOX_KEY", "psk", "client-key-data"])
+def test_the_new_credential_names_are_secret_keys_and_lowercase_key_names_are_not(key):
+    from hermes_otel.redaction.content import is_secret_key
+
+    assert is_secret_key(key) and not is_secret_key("primary_key") and not is_secret_key("sort_key")
