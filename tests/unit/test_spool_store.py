@@ -621,3 +621,40 @@ def test_at_exit_a_failed_attempt_is_spooled_at_once_not_retried(tmp_path: Path,
         assert unavailable.count() == 1  # one attempt
     assert spooled_spans(spool) == [3]
     assert health.dropped_at[url] == 0
+
+
+# -- a full disk (issue 40, item 11) ------------------------------------------------------------------------------
+
+
+class _Disk:
+    """os.statvfs of a disk of `total` bytes with `free` of them free (the spool's own files counted in)."""
+
+    def __init__(self, total: int, free: int) -> None:
+        self.total, self.free = total, free
+
+    def statvfs(self, _path) -> os.statvfs_result:
+        return os.statvfs_result((4096, 4096, self.total // 4096, self.free // 4096, self.free // 4096,
+                                  0, 0, 0, 0, 255))
+
+
+def test_the_spool_leaves_a_free_space_floor_to_the_local_record(tmp_path: Path, monkeypatch) -> None:
+    """A 100 MiB disk: the spool keeps its last tenth (10 MiB) free, evicting its oldest batches to do so ("disk",
+    counted), and refuses a batch (ENOSPC: dropped and counted by the caller) when evicting cannot make the room."""
+    import errno
+
+    from hermes_otel.exporters.spool import store
+
+    spool = Spool(tmp_path / "spool", 1 << 30, 86400)
+    data = encode_spans_json(spans())
+    first = spool.put("traces", "0" * 16, [data])
+    disk = _Disk(100 << 20, (10 << 20) + first - 1)  # the next batch would cut into the floor
+    monkeypatch.setattr(store.os, "statvfs", disk.statvfs)
+    before = stats.evicted[("traces", "disk")]
+    spool.put("traces", "0" * 16, [data])  # room made: the oldest batch evicted
+    assert len(spool.entries()) == 1 and stats.evicted[("traces", "disk")] == before + 1
+    spool.entries()[0].path.unlink()  # nothing of the spool's left to give back
+    disk.free = (10 << 20) - 1  # and the disk already below the floor (the local record's growth)
+    with pytest.raises(OSError) as full:
+        spool.put("traces", "0" * 16, [data])
+    assert full.value.errno == errno.ENOSPC and spool.entries() == []
+    assert store.free_floor(100 << 20) == 10 << 20 and store.free_floor(10 << 30) == store.FREE_FLOOR_BYTES

@@ -13,6 +13,9 @@ identity.
   a spool name (a line that is torn anyway, say by a damaged disk, is skipped with one warning).
 * Private: files 0600 in 0700 directories of ours (:mod:`.private`).
 * Bounded: by size (all signals together) and by age; the oldest batches go first, counted by reason.
+* Second to the local record on its disk: a batch is written only while the disk keeps a free-space floor
+  (:func:`free_floor`) besides it, the oldest batches evicted first ("disk"), so a full disk costs the spool
+  before it costs the trace files beside it.
 * Shared: every process on the same ``$HERMES_HOME`` sees the same spool. A sender claims a batch with an
   exclusive, non-blocking ``flock`` on its file and removes it, still holding the lock, once the endpoint
   acknowledged it, so no two processes send the same batch.
@@ -43,7 +46,8 @@ from ...config.files import not_regular
 from ..private import ensure_dir
 
 SIGNALS = ("traces", "logs", "metrics")
-REASONS = ("size", "age", "rejected", "unreadable")  # why a batch left the spool unsent
+REASONS = ("size", "age", "disk", "rejected", "unreadable")  # why a batch left the spool unsent
+FREE_FLOOR_BYTES = 64 * 1024 * 1024  # left free on the spool's disk for the local record (a tenth on small disks)
 SUFFIX = ".jsonl"
 _NAME = re.compile(r"(\d{19})-(\d+)-(\d+)-([0-9a-f]{16})\.jsonl")
 _OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -140,6 +144,7 @@ class Spool:
         folder = self.directory / signal
         ensure_dir(self.directory, SPOOL_HINT)
         ensure_dir(folder, SPOOL_HINT)
+        self._make_room(len(data))
         name = f"{time.time_ns():019d}-{os.getpid()}-{next(self._seq)}-{key}{SUFFIX}"
         temporary = folder / f".{name}.tmp"
         fd = os.open(temporary, _OPEN_NEW, 0o600)
@@ -257,6 +262,21 @@ class Spool:
 
     # -- caps ----------------------------------------------------------------------------------------
 
+    def _make_room(self, size: int) -> None:
+        """Room for `size` bytes above the disk's free-space floor, evicting the oldest batches ("disk") when
+        that makes it; else OSError(ENOSPC): the batch is dropped (and counted), the local record keeps its room."""
+        disk = os.statvfs(self.directory)
+        free, short = disk.f_bavail * disk.f_frsize, size + free_floor(disk.f_blocks * disk.f_frsize)
+        if free >= short:
+            return
+        for entry in self.entries():
+            if free >= short:
+                break
+            if self.evict(entry, "disk"):
+                free += entry.size
+        if free < short:
+            raise OSError(errno.ENOSPC, "the disk is nearly full: the spool leaves the rest to the local record")
+
     def enforce_caps(self) -> dict[str, int]:
         """Evict batches older than the age cap, then the oldest until the size cap holds; returns evictions by
         reason. Also recounts what other processes added."""
@@ -340,6 +360,11 @@ def read_requests(path: Path, fd: int | None = None) -> tuple[list[dict[str, Any
 
 _spools: dict[Path, Spool] = {}
 _spools_lock = threading.Lock()
+
+
+def free_floor(disk_bytes: int) -> int:
+    """What the spool leaves free on a disk of `disk_bytes`: FREE_FLOOR_BYTES, or a tenth of a small disk."""
+    return min(FREE_FLOOR_BYTES, disk_bytes // 10)
 
 
 def open_spool(directory: Path, max_bytes: int, max_age_s: float) -> Spool:
