@@ -128,3 +128,21 @@ def test_the_async_transport_makes_the_same_span(traced):
     (span,) = _client_spans(exporter)
     assert (span.name, span.status.status_code.name) == ("PUT", "ERROR")
     assert (span.attributes["http.response.status_code"], span.attributes["error.type"]) == (404, "404")
+
+
+@pytest.mark.parametrize("key", ["_SUPPRESS_INSTRUMENTATION_KEY", "_SUPPRESS_HTTP_INSTRUMENTATION_KEY"])
+def test_a_suppressed_request_gets_no_span_and_no_header_not_even_baggage(traced, key):
+    """Where no span is made, nothing is injected: a suppressed context (the SDK's own exports, a host's
+    `suppress_instrumentation()`) sends neither `traceparent` nor the attempt's baggage."""
+    from opentelemetry import baggage
+
+    provider, exporter = traced
+    with FaultServer("status", status=200) as server, httpx.Client() as client, _attempt(provider):
+        token = otel_context.attach(otel_context.set_value(
+            getattr(otel_context, key), True, baggage.set_baggage("tenant", "acme")))
+        try:
+            response = client.get(server.endpoint)
+        finally:
+            otel_context.detach(token)
+    assert "traceparent" not in response.request.headers and "baggage" not in response.request.headers
+    assert _client_spans(exporter) == []

@@ -220,3 +220,23 @@ def test_the_new_credential_names_are_secret_keys_and_lowercase_key_names_are_no
     from hermes_otel.redaction.content import is_secret_key
 
     assert is_secret_key(key) and not is_secret_key("primary_key") and not is_secret_key("sort_key")
+
+
+def _documented_secret_key_names() -> list[str]:
+    """The key names docs/privacy.md lists under "By key name" (before the token counts it says are kept)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "privacy.md").read_text()
+    bullet = text[text.index("* **By key name**"):]
+    bullet = bullet[:bullet.index("(token *counts*")]
+    return [name for name in re.findall(r"`([^`]+)`", bullet) if not name.startswith("<")]
+
+
+def test_every_key_name_the_privacy_page_lists_is_redacted_by_name():
+    names = _documented_secret_key_names()
+    assert len(names) >= 10, names
+    for name in names:
+        value = f"v-{name}-9f8e7d"  # no value shape of its own: only the name can redact it
+        assert repr(sanitize({name: value, "nested": [{name.upper(): value}]})).count("<redacted>") == 2, name
+    assert sanitize({"input_tokens": 12, "max_tokens": 100}) == {"input_tokens": 12, "max_tokens": 100}

@@ -150,6 +150,22 @@ def test_bad_requests_are_refused(client, path, status):
     assert client.get("/api/plugins/hermes_otel" + path).status_code == status
 
 
+def test_only_a_whole_trace_id_names_a_trace_and_nothing_else_reaches_jaeger(home, client, monkeypatch):
+    """A prefix of a recorded trace's id is not that trace (the reader takes prefixes for `view`); with
+    `source=jaeger` a malformed id never becomes part of a request to Jaeger."""
+    from hermes_otel.tab import jaeger
+
+    _, ids = home
+    for prefix in (ids[0][:6], ids[0][:31], ids[0] + "0"):
+        assert client.get(f"/api/plugins/hermes_otel/traces/{prefix}").status_code == 400
+    asked: list[str] = []
+    monkeypatch.setenv(jaeger.ENV, "http://127.0.0.1:9")
+    monkeypatch.setattr(jaeger, "_get", lambda url: asked.append(url) or {})
+    for bad in ("abcdef", "..%2F..%2Fapi%2Fservices", "0" * 31 + "g"):
+        assert client.get(f"/api/plugins/hermes_otel/traces/{bad}?source=jaeger").status_code in (400, 404)
+    assert asked == []
+
+
 @pytest.mark.parametrize("method", ["post", "put", "delete", "patch"])
 def test_routes_are_get_only(client, home, method):
     _, ids = home
