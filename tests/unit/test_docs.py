@@ -58,3 +58,18 @@ def test_reliability_states_the_constants_of_the_code():
     ):
         assert phrase in text, phrase
     assert resend.BUSY_SHARE == 0.25  # "a quarter of one core"
+
+
+def test_the_exit_wait_the_docs_promise_is_the_one_the_exporters_use():
+    """"exit waits at most 100 ms": every place that promises it says the wait the spooling exporters use."""
+    import re
+    from pathlib import Path
+
+    from hermes_otel.config.schema import FIELDS
+    from hermes_otel.exporters.spool.delivery import SPOOL_WAIT_S
+
+    root = Path(__file__).resolve().parents[2]
+    promises = [f.doc for f in FIELDS if "at exit" in f.doc or "process exit" in f.doc]
+    promises += [(root / "docs" / name).read_text() for name in ("index.md", "architecture.md")]
+    said = {int(n) for text in promises for n in re.findall(r"(?:exit waits|waits) at most (\d+) ms", text)}
+    assert said == {round(SPOOL_WAIT_S * 1000)}, said

@@ -658,3 +658,26 @@ def test_the_spool_leaves_a_free_space_floor_to_the_local_record(tmp_path: Path,
         spool.put("traces", "0" * 16, [data])
     assert full.value.errno == errno.ENOSPC and spool.entries() == []
     assert store.free_floor(100 << 20) == 10 << 20 and store.free_floor(10 << 30) == store.FREE_FLOOR_BYTES
+
+
+def test_the_background_sender_enforces_the_caps_with_nothing_new_written(tmp_path: Path) -> None:
+    """A process that only re-sends (its endpoint down, nothing new spooled) still keeps the spool inside its age
+    cap: the sender enforces the caps itself, not only a write."""
+    from hermes_otel.exporters.spool.resend import Resender
+
+    spool = Spool(tmp_path / "spool", 1 << 30, 3600)
+    target = OTLPTarget(f"{refused_endpoint()}/v1/logs", "http/protobuf", {}, 0.5, "none")
+    key = endpoint_key(target.protocol, target.endpoint, target.headers)
+    spool.put("logs", key, [encode_logs_json(log_records())])
+    (old,) = spool.entries()
+    os.utime(old.path, (time.time() - 7200, time.time() - 7200))  # two hours old, the cap is one
+    before = stats.evicted[("logs", "age")]
+    sender = Resender()
+    sender.serve(spool, {("logs", key): target})
+    try:
+        deadline = time.monotonic() + 5
+        while stats.evicted[("logs", "age")] == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        sender.stop(time.monotonic() + 2)
+    assert spool.entries() == [] and stats.evicted[("logs", "age")] == before + 1
