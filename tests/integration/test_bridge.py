@@ -8,7 +8,7 @@ import pytest
 
 from hermes_otel.testing.fake_llm import Reply, ToolCall
 from tests.harness.documented import assert_documented
-from tests.harness.hermes import run_agent
+from tests.harness.hermes import QUIET_DEFAULTS, run_agent
 from tests.harness.trees import named, only, subagents, tree, turn_roots
 
 pytestmark = pytest.mark.hermes
@@ -169,8 +169,12 @@ SECRETS = (
 
 @pytest.mark.parametrize("mode", ["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"])
 def test_secrets_never_leave_in_any_capture_mode(traced, llm, receiver, monkeypatch, mode):
+    """With the defaults users get: Hermes's log lines bridged and HTTP client spans on (the suite runs with both
+    off), in every capture mode."""
     from hermes_cli.plugins import discover_plugins
 
+    for variable in QUIET_DEFAULTS:
+        monkeypatch.delenv(variable)
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", mode)
     discover_plugins(force=True)
     user_message = f"use key {SECRETS[0]} and {SECRETS[1]} please"
@@ -186,7 +190,8 @@ def test_secrets_never_leave_in_any_capture_mode(traced, llm, receiver, monkeypa
         assert secret not in exported, (mode, secret)
     root = only(spans, "invoke_agent hermes")
     tool = only(spans, "execute_tool terminal")
-    bodies = [r.body for r in logs if r.body]
+    bodies = [r.body for r in logs if r.body and r.event_name.startswith("hermes.observer.")]
+    assert any(s.name == "POST" for s in spans)  # the defaults are on: the model requests' client spans
     if mode in ("SPAN_ONLY", "SPAN_AND_EVENT"):
         assert "use key <redacted> and <redacted> please" in root.attributes["gen_ai.input.messages"]
         assert "Bearer <redacted>" in tool.attributes["gen_ai.tool.call.arguments"]
