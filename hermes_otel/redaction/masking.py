@@ -103,6 +103,9 @@ def mask_text(text: str) -> str:
 
 
 _QUERY_ITEM = re.compile(r"([^=&;]+)=([^&;]*)")
+# Query parameter names whose value is a credential though the name says no more (Hermes's redactor's own list,
+# exact names: `session_id` is an id, `session` a session).
+_QUERY_SECRETS = frozenset({"session", "sid", "code", "jwt", "key", "auth", "pwd", "sig"})
 
 
 def mask_url(url: str) -> str:
@@ -117,10 +120,14 @@ def mask_url(url: str) -> str:
         user = userinfo.split(":", 1)[0] if ":" in userinfo else ""
         netloc = f"{user}:{MASK}@{host}" if user and not _looks_like_token(user) else f"{MASK}@{host}"
     query = _QUERY_ITEM.sub(
-        lambda m: f"{m.group(1)}={MASK}" if is_secret_key(urllib.parse.unquote(m.group(1))) else m.group(0),
+        lambda m: f"{m.group(1)}={MASK}" if _secret_param(urllib.parse.unquote(m.group(1))) else m.group(0),
         parts.query,
     )
     return mask_text(urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))).replace(REDACTED, MASK)
+
+
+def _secret_param(name: str) -> bool:
+    return name.lower() in _QUERY_SECRETS or is_secret_key(name)
 
 
 def _looks_like_token(user: str) -> bool:

@@ -146,3 +146,9 @@ def test_a_suppressed_request_gets_no_span_and_no_header_not_even_baggage(traced
             otel_context.detach(token)
     assert "traceparent" not in response.request.headers and "baggage" not in response.request.headers
     assert _client_spans(exporter) == []
+
+
+def test_query_values_hermes_treats_as_sensitive_are_masked_in_the_url():
+    url = "https://api.example/v1/x?session=s3ss&code=0auth&jwt=a.b.c&sid=42&q=hello&session_id=visible"
+    assert http_client.masked_url(url) == (
+        "https://api.example/v1/x?session=****&code=****&jwt=****&sid=****&q=hello&session_id=visible")
