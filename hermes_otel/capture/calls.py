@@ -19,14 +19,14 @@ from typing import Any
 from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
 
+from .. import hermes_compat
 from .._internal import log as _log
 from .._internal.safety import report, safely
 from .._internal.suppress import is_instrumentation_enabled
 from ..middleware import contract
 from ..middleware.layers import attribution
 from ..tracking import Tracker
-from . import attempt as _attempt
-from . import hermes_compat
+from ..tracking import attempt as _attempt
 
 TrackerSource = Callable[[], "Tracker | None"]
 

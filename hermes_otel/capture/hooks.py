@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .. import runtime
 from .._internal.safety import report, safely
 from .bridge import HOOKS
 
@@ -29,9 +28,9 @@ def hook_names() -> list[str]:
     return [name for name in HOOKS if name in valid]
 
 
-def _callback(name: str) -> Callable[..., None]:
+def _callback(name: str, current_bridge: Callable[[], Any], flush: Callable[[], Any]) -> Callable[..., None]:
     def on_hook(**payload: Any) -> None:
-        bridge = runtime.current_bridge()
+        bridge = current_bridge()
         if bridge is not None:
             try:
                 bridge.on_hook(name, payload)
@@ -41,7 +40,7 @@ def _callback(name: str) -> Callable[..., None]:
             # The real end of a session (CLI exit, gateway /new or expiry): start a
             # bounded flush in the background. The gateway fires this on its event
             # loop, so we never wait here; process exit has its own bounded flush.
-            threading.Thread(target=safely, args=(runtime.flush,), name="hermes-otel-session-flush",
+            threading.Thread(target=safely, args=(flush,), name="hermes-otel-session-flush",
                              daemon=True).start()
         return None
 
@@ -49,5 +48,8 @@ def _callback(name: str) -> Callable[..., None]:
     return on_hook
 
 
-def callbacks(names: Iterable[str] | None = None) -> dict[str, Callable[..., None]]:
-    return {name: _callback(name) for name in (hook_names() if names is None else names)}
+def callbacks(current_bridge: Callable[[], Any], flush: Callable[[], Any],
+              names: Iterable[str] | None = None) -> dict[str, Callable[..., None]]:
+    """One callback per hook, each handing its payload to `current_bridge()` (the live bridge, looked up per call:
+    a reload swaps it without re-registering) and, at a session's end, starting `flush` in the background."""
+    return {name: _callback(name, current_bridge, flush) for name in (hook_names() if names is None else names)}

@@ -7,7 +7,7 @@ every request passes `HTTPTransport.handle_request` (or its async twin): we wrap
 tables) cost about 40 ms of every `hermes chat` start-up, and its default names are the deprecated HTTP ones. Ours
 are the stable HTTP client conventions, on our tracer provider (never the global one), behind two rules:
 
-* only a request made under a provider attempt of ours (capture/attempt.py's marker: the model calls we trace)
+* only a request made under a provider attempt of ours (tracking/attempt.py's marker: the model calls we trace)
   gets a span and the header. Anything else is not ours: the host's own requests under its own spans, a tool's
   downloads and an MCP server's requests under `execute_tool`, Hermes's background fetches of model metadata;
 * the provider is the live one, looked up per request: a configuration reload, `http.client_spans = false` or
@@ -35,8 +35,8 @@ from .._internal.suppress import is_http_instrumentation_enabled, unwrap
 from ..redaction.masking import MASK, mask_url
 from ..semconv import ERROR_TYPE, HTTP_STATUS, SCHEMA_URL, SERVER_ADDRESS, SERVER_PORT
 from ..semconv import SCOPE as TRACES_SCOPE_NAME
+from ..tracking import attempt
 from ..version import __version__
-from . import attempt
 
 ProviderSource = Callable[[], "trace.TracerProvider | None"]
 SCOPE = "hermes_otel.http_client"

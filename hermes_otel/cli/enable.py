@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ..capture import hermes_compat
+from .. import hermes_compat
 
 PLUGIN = "hermes_otel"
 SUPPORTED = ("0.16.0", "0.17.0", "0.18.2", "0.19.0")  # each tested by `make test-matrix` (0.2x: `make test-hermes2x`)

@@ -12,8 +12,7 @@ import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import config
-from ..capture import hermes_compat
+from .. import config, hermes_compat
 from ..redaction import masking
 from ..version import __version__
 from . import enable, view
@@ -263,7 +262,7 @@ def compat_lines(checked: hermes_compat.Check) -> list[tuple[str, str]]:
                               "tracing and pricing use what they find"))
     if checked.missing:
         lines.append(("warn", f"Hermes private names hermes-otel could not find: {', '.join(checked.missing)} "
-                              "(what needs them is off or falls back; capture/hermes_compat.py)"))
+                              "(what needs them is off or falls back; hermes_compat/)"))
     else:
         lines.append(("ok", "every Hermes private name hermes-otel uses was found"))
     return lines

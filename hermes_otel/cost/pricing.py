@@ -7,7 +7,7 @@ Hermes prices with, so the numbers equal Hermes's own `/usage` and `session_esti
 Hermes's pricing can fetch: OpenRouter's model list, or an endpoint's `/models` (where custom and
 OpenAI-compatible servers publish prices). We never let it: while we price, on our thread only, those two
 fetchers read what Hermes has already cached (any age; Hermes refreshes it itself), and an attempt whose price
-would need a fetch is `unknown` with the reason `not_cached` (:mod:`~hermes_otel.capture.hermes_compat` holds
+would need a fetch is `unknown` with the reason `not_cached` (:mod:`~hermes_otel.hermes_compat` holds
 the private names this takes). On every other thread Hermes fetches as it always did.
 
 Pricing costs 4-40 µs a call (measured; the endpoint-metadata route is the dear one), so it runs where a chat
@@ -26,17 +26,15 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 from opentelemetry import trace
 
+from .. import hermes_compat
 from .. import semconv as sc
 from .._internal import log as _log
+from .._internal.bounded import BoundedMap
 from .._internal.safety import report
-from ..capture import hermes_compat, legacy
-
-if TYPE_CHECKING:
-    from ..tracking.bounded import BoundedMap
 
 # -- names (documented in catalog.py) --------------------------------------------------------------------------
 USAGE_COST = "hermes.usage.cost"  # USD, on a chat span
@@ -139,10 +137,10 @@ class HermesPricing:
 
     def _pricing(self) -> Any:
         """Hermes's pricing. 0.16-0.19 fetch prices over the network from inside it, so there it is made to read
-        Hermes's caches only on our thread (capture/legacy/internals.py); 0.20+ price without fetching what
+        Hermes's caches only on our thread (hermes_compat/internals.py); 0.20+ price without fetching what
         Hermes's own pricing of the same response has not fetched already (models.dev is read from its cache)."""
         if hermes_compat.pricing_fetches():
-            internals = legacy.load("internals")
+            internals = hermes_compat.legacy_internals()
             self._from_cache, self._not_cached = internals.pricing_from_cache, internals.NotCached
             return internals.cache_only_pricing()
         return hermes_compat.usage_pricing()
@@ -238,8 +236,6 @@ class CostLedger:
 
     def __init__(self, meter: Any = None, *, pricing: HermesPricing | None = None, max_entries: int = 4096,
                  profile: str | None = None) -> None:
-        from ..tracking.bounded import BoundedMap  # (the tracking package imports this module)
-
         self._pricing = pricing or _shared_pricing
         self._lock = threading.Lock()  # a price's additions to every roll-up, together
         self._turns: BoundedMap[str, Totals] = BoundedMap(max_entries)

@@ -26,26 +26,26 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
+from .. import hermes_compat
 from .. import semconv as sc
 from .._internal.safety import safely
-from ..capture import hermes_compat, streaming
 from ..semconv import DURATION_BUCKETS
 from . import contract, log_hygiene
 
-# Attribute names (documented in the telemetry reference).
-KIND = "hermes.middleware.kind"
-PLUGIN = "hermes.middleware.plugin"
-CALLBACK = "hermes.middleware.callback"
-INDEX = "hermes.middleware.index"
-OUTCOME = "hermes.middleware.outcome"
-PAYLOAD_CHANGED = "hermes.middleware.payload_changed"
-CHANGED_KEYS = "hermes.middleware.changed_keys"
-SOURCE = "hermes.middleware.source"
-REASON = "hermes.middleware.reason"
-NAME = "hermes.middleware.name"
-TERMINAL = "hermes.middleware.terminal"
-REWRITE_EVENT = "hermes.middleware.rewrite"
-FAILURE_EVENT = "hermes.middleware.failure"
+# Attribute and event names (semconv.py; documented in the telemetry reference).
+KIND = sc.MIDDLEWARE_KIND
+PLUGIN = sc.MIDDLEWARE_PLUGIN
+CALLBACK = sc.MIDDLEWARE_CALLBACK
+INDEX = sc.MIDDLEWARE_INDEX
+OUTCOME = sc.MIDDLEWARE_OUTCOME
+PAYLOAD_CHANGED = sc.MIDDLEWARE_PAYLOAD_CHANGED
+CHANGED_KEYS = sc.MIDDLEWARE_CHANGED_KEYS
+SOURCE = sc.MIDDLEWARE_SOURCE
+REASON = sc.MIDDLEWARE_REASON
+NAME = sc.MIDDLEWARE_NAME
+TERMINAL = sc.MIDDLEWARE_TERMINAL
+REWRITE_EVENT = sc.MIDDLEWARE_REWRITE_EVENT
+FAILURE_EVENT = sc.MIDDLEWARE_FAILURE_EVENT
 
 UNKNOWN_PLUGIN = "unknown"
 
@@ -149,8 +149,10 @@ class LayerTracer:
     Spans start on the calling thread; a span's end (stamped there) and its metric go to `submit`
     (the records thread) when the call went well, and are made at once when it raised."""
 
-    def __init__(self, tracer: trace.Tracer, meter=None, submit: Callable[..., None] | None = None) -> None:
+    def __init__(self, tracer: trace.Tracer, meter=None, submit: Callable[..., None] | None = None,
+                 terminal_ended: Callable[[Span, Any], None] | None = None) -> None:
         self._tracer = tracer
+        self._terminal_ended = terminal_ended  # (the real call's span, its attempt's context): what the tracker does
         self._metrics = Instruments.create(meter) if meter is not None else None
         self._submit = submit if submit is not None else _now
         # (kind, index, callback, plugin) -> its traced stand-in: Hermes hands over the same callbacks on
@@ -236,8 +238,8 @@ class LayerTracer:
                 raise
             finally:
                 otel_context.detach(token)
-                if streaming.CLOCKS and attempt is not None:  # the request thread ran under this span:
-                    streaming.hand_over(span, trace.get_current_span(attempt))  # its stream is the attempt's
+                if self._terminal_ended is not None and attempt is not None:
+                    safely(self._terminal_ended, span, attempt)
             safely(self._submit, span.end, time.time_ns())
             return result
 

@@ -92,6 +92,7 @@ class Reply:
     usage: Usage | None = None
     delay_s: float = 0.0
     finish: str | None = None  # the finish reason, when not the natural one (e.g. "length": cut off)
+    chunk_gap_s: float = 0.0  # streamed: the wait between one chunk and the next
 
     @classmethod
     def text(cls, content: str) -> Reply:
@@ -298,7 +299,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        for chunk in _chunks(base, reply, calls, usage, include_usage):
+        for index, chunk in enumerate(_chunks(base, reply, calls, usage, include_usage)):
+            if index and reply.chunk_gap_s:
+                self.wfile.flush()
+                if self.server.fake._stopping.wait(reply.chunk_gap_s):
+                    return
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()

@@ -18,9 +18,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import semconv as sc
-from ..capture import streaming
+from .._internal.bounded import BoundedMap
 from ..redaction import content
-from .bounded import BoundedMap
+from . import streaming
 from .instruments import Instruments
 from .keys import text, tool_key
 from .turns import Turn, Turns
@@ -158,7 +158,7 @@ class Chats:
         span, context = call.span, trace.set_span_in_context(call.span)
         attrs = sc.chat_response_attributes(response)
         if streaming.CLOCKS:  # a stream's chunk timing may be waiting for this span (nothing to do otherwise)
-            self._stream_timing(call, attrs, context)
+            self._stream_timing(call, attrs, context, duration)
         if self._capture:
             output = _output_messages(response)
             if output:
@@ -177,19 +177,21 @@ class Chats:
                 self._metrics.tokens.record(attrs[key], {**labels, "gen_ai.token.type": token_type}, context)
         self._metrics.operation_duration.record(duration, labels, context)
 
-    def _stream_timing(self, call: Call, attrs: dict[str, Any], context: otel_context.Context) -> None:
+    def _stream_timing(self, call: Call, attrs: dict[str, Any], context: otel_context.Context,
+                       duration: float) -> None:
         """A streamed reply: its time to the first chunk on the span and, with the gaps between later chunks, in
         the streaming histograms (labelled as the call's duration)."""
         clock = streaming.take(call.span)
         if clock is None or clock.first is None:
             return
-        attrs[sc.RESPONSE_TIME_TO_FIRST_CHUNK] = clock.first
+        first = min(clock.first, duration)  # never past the attempt's end (0.20+ hears of a delta a little late)
+        attrs[sc.RESPONSE_TIME_TO_FIRST_CHUNK] = first
         if self._metrics is None:
             return
         labels = call.metric_attrs
         if sc.RESPONSE_MODEL in attrs:
             labels = {**labels, sc.RESPONSE_MODEL: attrs[sc.RESPONSE_MODEL]}
-        self._metrics.first_chunk.record(clock.first, labels, context)
+        self._metrics.first_chunk.record(first, labels, context)
         record_gap = self._metrics.chunk_gap.record
         for gap in list(clock.gaps):  # a copy: a stream Hermes abandoned may still be appending
             record_gap(gap, labels, context)

@@ -17,10 +17,11 @@ from opentelemetry import trace
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span
 
+from .._internal.bounded import BoundedMap
 from ..cost.pricing import CostLedger
 from ..emitter import Emitter, Inline
 from ..middleware.layers import LayerTracer, RequestEvent, events_from_trace
-from .bounded import BoundedMap
+from . import streaming
 from .calls import Call, Chats, Tools
 from .instruments import Instruments
 from .keys import text, tool_key
@@ -53,7 +54,7 @@ class Tracker:
         self.costs = costs  # prices chat attempts and rolls them up per turn, subagent and session
         emitter = emitter if emitter is not None else Inline()
         metrics = Instruments(meter) if meter is not None else None
-        self.layers = LayerTracer(tracer, meter, emitter.submit_end)
+        self.layers = LayerTracer(tracer, meter, emitter.submit_end, streaming.terminal_ended)
         # Request-middleware effects waiting for the span of the call they affected:
         # ("llm_request", api_request_id) / ("tool_request", tool key).
         self._pending: BoundedMap[tuple[str, str], list[RequestEvent]] = BoundedMap(max_turns)

@@ -13,7 +13,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from .. import semconv as sc
-from .bounded import BoundedMap
+from .._internal.bounded import BoundedMap
 from .instruments import Instruments
 from .keys import text
 

@@ -10,7 +10,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import semconv as sc
-from .bounded import BoundedMap
+from .._internal.bounded import BoundedMap
 from .calls import DENIED, Call, Tools
 from .keys import text, tool_key
 from .turns import Turns

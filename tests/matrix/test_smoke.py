@@ -84,5 +84,5 @@ def test_doctor_says_which_telemetry_this_hermes_gets(tmp_path: Path) -> None:
     line = support(HERMES).text
     assert f"  ok    {line}" in doctor.stdout.splitlines()
     assert ("full telemetry" if HAS_MIDDLEWARE else "hooks-only telemetry") in line
-    # Every private name hermes-otel uses for this release is there (capture/hermes_compat.py).
+    # Every private name hermes-otel uses for this release is there (hermes_otel/hermes_compat/).
     assert "  ok    every Hermes private name hermes-otel uses was found" in doctor.stdout.splitlines()

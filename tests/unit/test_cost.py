@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hermes_otel.capture.bridge import ObserverBridge
-from hermes_otel.capture.legacy import internals
 from hermes_otel.cost.pricing import CostLedger, HermesPricing, Price
+from hermes_otel.hermes_compat import internals
 from hermes_otel.tracking import Tracker
 from tests.unit.modes import MODES, DrainingLogs, DrainingReader, DrainingSpans, emitter_for
 
@@ -440,8 +440,8 @@ def test_turn_subagent_and_session_end_record_carry_their_totals(traced):
 def test_a_hermes_without_a_pricing_we_know_is_not_priced_said_once(hermes, monkeypatch, network, caplog):
     """A Hermes whose pricing has neither shape we know (probed by its names, not its version): its pricing is not
     run at all, costs are unknown, said once."""
+    from hermes_otel import hermes_compat
     from hermes_otel._internal import log as _log
-    from hermes_otel.capture import hermes_compat
 
     monkeypatch.setattr(hermes_compat, "installed_version", lambda: "0.20.0")
     monkeypatch.setattr(hermes_compat, "pricing_fetches", lambda: False)

@@ -1,5 +1,5 @@
-"""Hermes's private surface in one place (issue 25, 2.3): only `capture/hermes_compat.py` touches Hermes's private
-names, it knows the Hermes releases we test, and `doctor` says which Hermes it does not know and which names it
+"""Hermes's private surface in one place (issue 25, 2.3): only `hermes_compat/` reads Hermes's private names (and
+`capture/legacy/` rebinds some on 0.16-0.19), it knows the Hermes releases we test, and `doctor` says which Hermes it does not know and which names it
 could not find. Explicit inputs (a version string, stand-in modules): no global state is changed."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel.capture import hermes_compat
+from hermes_otel import hermes_compat
 from hermes_otel.cli.main import compat_lines
 
 PACKAGE = Path(hermes_compat.__file__).resolve().parents[1]
 COMPAT = Path(hermes_compat.__file__).resolve()
-# What reads Hermes's private names (hermes_compat.py) and what rebinds them on 0.16-0.19 only (capture/legacy/).
-LEGACY = COMPAT.parent / "legacy"
-ALLOWED = {COMPAT, *(path.resolve() for path in LEGACY.glob("*.py"))}
+# What reads Hermes's private names (hermes_compat/) and what rebinds them on 0.16-0.19 only (capture/legacy/).
+LEGACY = PACKAGE / "capture" / "legacy"
+ALLOWED = {*(path.resolve() for path in COMPAT.parent.glob("*.py")), *(path.resolve() for path in LEGACY.glob("*.py"))}
 
 # Every private name of Hermes that hermes-otel reads, calls or rebinds (the issue's list, and pricing's caches).
 PRIVATE = frozenset({
@@ -101,7 +101,7 @@ def test_doctor_says_which_names_a_hermes_lacks():
         "Hermes private names hermes-otel could not find: hermes_cli.middleware._run_execution_chain, "
         "hermes_cli.middleware._run_execution_chain._DownstreamExecutionError, hermes_cli.plugins_cmd._get_enabled_set, "
         "hermes_cli.plugins_cmd._get_disabled_set, hermes_cli.plugins_cmd._save_enabled_set, "
-        "hermes_cli.plugins_cmd._save_disabled_set (what needs them is off or falls back; capture/hermes_compat.py)"))]
+        "hermes_cli.plugins_cmd._save_disabled_set (what needs them is off or falls back; hermes_compat/)"))]
 
 
 def test_doctor_says_when_it_does_not_know_the_release():

@@ -14,7 +14,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from hermes_otel.capture import attempt, http_client
+from hermes_otel.capture import http_client
+from hermes_otel.tracking import attempt
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 
 

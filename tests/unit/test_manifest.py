@@ -9,7 +9,7 @@ from pathlib import Path
 import hermes_otel
 from hermes_otel.capture.bridge import HOOKS
 from hermes_otel.capture.calls import execution_middleware
-from hermes_otel.capture.hermes_compat import yaml_module
+from hermes_otel.hermes_compat import yaml_module
 
 PACKAGE = Path(hermes_otel.__file__).resolve().parent
 MANIFEST = yaml_module().safe_load((PACKAGE / "plugin.yaml").read_text(encoding="utf-8"))

@@ -21,11 +21,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from hermes_otel.capture import streaming
 from hermes_otel.capture.bridge import ObserverBridge
 from hermes_otel.capture.legacy import stream_diag
 from hermes_otel.middleware import contract
-from hermes_otel.tracking import Tracker
+from hermes_otel.tracking import Tracker, streaming
 
 V1 = {"telemetry_schema_version": "hermes.observer.v1"}
 TURN = "s:t:1"

@@ -28,11 +28,11 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from ... import hermes_compat
 from ... import semconv as sc
 from ..._internal.safety import report, safely
-from ...tracking import Tracker
+from ...tracking import Tracker, attempt
 from ...tracking.calls import Call
-from .. import attempt, hermes_compat
 
 MODULE = "agent.auxiliary_client"
 FUNCTIONS = ("call_llm", "async_call_llm")

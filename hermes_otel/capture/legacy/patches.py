@@ -35,14 +35,14 @@ from typing import Any
 import wrapt
 from opentelemetry import context as otel_context
 
+from ... import hermes_compat
 from ..._internal.safety import safely
 from ..._internal.suppress import unwrap
 from ...middleware import contract
 from ...middleware.layers import RequestPass, attribution, current_pass, request_proxy
 from ...tracking import Tracker
-from .. import hermes_compat
 from ..calls import traced_llm_call, traced_tool_call
-from . import internals, stream_diag
+from . import stream_diag
 
 MODULE = "hermes_cli.middleware"
 PLUGINS = "hermes_cli.plugins"
@@ -118,7 +118,7 @@ class HermesPatches:
             owner, attr = dotted.split(".")
             if callable(getattr(getattr(plugins, owner, None), attr, None)):
                 wrap(PLUGINS, dotted, wrapper)
-        if internals.swap_http_threading(_ThreadingWithContext):
+        if hermes_compat.legacy_internals().swap_http_threading(_ThreadingWithContext):
             stream_diag.install()  # chunk timing of streamed provider calls (they run on that thread)
 
     def uninstrument(self) -> None:
@@ -132,7 +132,7 @@ class HermesPatches:
             for attr in ("register_middleware", "discover_and_load"):
                 if plugins is not None and hasattr(getattr(plugins, owner, None), attr):
                     unwrap(getattr(plugins, owner), attr)
-        internals.restore_http_threading(_ThreadingWithContext)
+        hermes_compat.legacy_internals().restore_http_threading(_ThreadingWithContext)
         stream_diag.release()
 
     def adopt_registered(self, manager: Any) -> None:

@@ -1,4 +1,4 @@
-"""Hermes 0.17-0.19's stream diagnostics dict, handed out with a clock in it (capture/streaming.py keeps the clocks).
+"""Hermes 0.17-0.19's stream diagnostics dict, handed out with a clock in it (tracking/streaming.py keeps the clocks).
 
 Part of the 0.16-0.19 rebinding (capture/legacy/): `agent.stream_diag.stream_diag_init` is rebound, once.
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..._internal.safety import safely
-from ..streaming import _clocked
+from ...tracking.streaming import _clocked
 
 MODULE = "agent.stream_diag"
 FUNCTION = "stream_diag_init"

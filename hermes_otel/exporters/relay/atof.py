@@ -32,7 +32,6 @@ from urllib3.util.retry import Retry
 from ... import semconv as sc
 from ..._internal import log as _log
 from ...config.relay import FileSinkConfig, StreamSinkConfig  # the sink configs live with the Relay schema
-from ...middleware import layers as mw
 from ..health import health
 from ..private import open_file as open_private
 from .worker import QueueWorker
@@ -50,9 +49,9 @@ _METADATA = (
     (sc.API_MODE, "api_mode"),
     (sc.HERMES_PROVIDER, "provider"),
     (sc.PLATFORM, "platform"),
-    (mw.KIND, "middleware_kind"),
-    (mw.PLUGIN, "middleware_plugin"),
-    (mw.OUTCOME, "middleware_outcome"),
+    (sc.MIDDLEWARE_KIND, "middleware_kind"),
+    (sc.MIDDLEWARE_PLUGIN, "middleware_plugin"),
+    (sc.MIDDLEWARE_OUTCOME, "middleware_outcome"),
 )
 
 
@@ -67,7 +66,7 @@ def category(name: str, attrs: Mapping[str, Any]) -> str:
         return "llm"
     if operation == sc.OP_TOOL:
         return "tool"
-    if mw.KIND in attrs:
+    if sc.MIDDLEWARE_KIND in attrs:
         return "function"
     if name == "approval":
         return "guardrail"

@@ -18,7 +18,6 @@ again (at-least-once).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import threading
@@ -35,6 +34,7 @@ from ..._internal import log as _log
 from ..file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 from ..health import current, health, short_reason
 from ..private import UnsafePath
+from .sdk import sdk_exporter
 from .store import Spool
 
 if TYPE_CHECKING:
@@ -257,47 +257,3 @@ def metric_preferences(environ: Mapping[str, str] | None = None) -> tuple[dict[t
     aggregation = (ExponentialBucketHistogramAggregation() if histogram == "BASE2_EXPONENTIAL_BUCKET_HISTOGRAM"
                    else ExplicitBucketHistogramAggregation())
     return temporality, {Histogram: aggregation}
-
-
-def sdk_exporter(signal: str, target: Any) -> tuple[Any, ExporterSession | None]:
-    """The SDK's OTLP exporter for `target` (an OTLPTarget), live and re-send alike, and its HTTP session. It
-    sends exactly the validated headers, never the environment's OTEL_*_HEADERS re-read by the SDK (HTTP: our
-    session; gRPC: metadata it takes as given even when empty). Raises GrpcMissing for gRPC without the `[grpc]`
-    extra."""
-    gzip = target.compression == "gzip"
-    session = None
-    kwargs: dict[str, Any]
-    if target.protocol == "grpc":
-        from ..._internal.extras import GrpcMissing, grpc_missing
-
-        missing = grpc_missing()
-        if missing is not None:
-            raise GrpcMissing(missing)
-        from grpc import Compression as GrpcCompression
-
-        compression: Any = GrpcCompression.Gzip if gzip else GrpcCompression.NoCompression
-        kwargs = {"insecure": target.endpoint.startswith("http://"), "headers": _Metadata(target.headers.items())}
-    else:
-        from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
-
-        from ..session import ExporterSession
-
-        compression = HttpCompression.Gzip if gzip else HttpCompression.NoCompression
-        session = ExporterSession(target.headers)
-        kwargs = {"headers": dict(target.headers), "session": session}
-    module, name = _SDK_EXPORTERS[signal]
-    module = f"opentelemetry.exporter.otlp.proto.{'grpc' if target.protocol == 'grpc' else 'http'}.{module}"
-    cls = getattr(importlib.import_module(module), name)
-    return cls(endpoint=target.endpoint, timeout=target.timeout_s, compression=compression, **kwargs), session
-
-
-_SDK_EXPORTERS = {"traces": ("trace_exporter", "OTLPSpanExporter"), "logs": ("_log_exporter", "OTLPLogExporter"),
-                  "metrics": ("metric_exporter", "OTLPMetricExporter")}  # module (of the protocol's package), class
-
-
-class _Metadata(tuple):
-    """gRPC metadata the SDK exporter takes as given even when empty: on an empty (falsy) value it would send the
-    environment's OTEL_EXPORTER_OTLP_HEADERS instead, values our configuration refused included."""
-
-    def __bool__(self) -> bool:
-        return True

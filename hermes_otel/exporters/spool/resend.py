@@ -138,7 +138,7 @@ class Exporters:
 
     def get(self, signal: str, target: Any) -> tuple[Any, Any]:
         """The exporter, and its HTTP session (None for gRPC)."""
-        from .delivery import sdk_exporter
+        from .sdk import sdk_exporter
 
         key = (signal, target.endpoint, target.protocol, tuple(sorted(target.headers.items())), target.timeout_s,
                target.compression)

@@ -275,7 +275,7 @@ class Spool:
             if self.evict(entry, "disk"):
                 free += entry.size
         if free < short:
-            raise OSError(errno.ENOSPC, "the disk is nearly full: the spool leaves the rest to the local record")
+            raise OSError(errno.ENOSPC, "No space left on device (the spool leaves the last of it to the local record)")
 
     def enforce_caps(self) -> dict[str, int]:
         """Evict batches older than the age cap, then the oldest until the size cap holds; returns evictions by

@@ -199,11 +199,17 @@ _METADATA_DISK = ("_get_model_metadata_cache_path", "_load_model_metadata_disk_c
 
 def pricing_fetches() -> bool:
     """Hermes's pricing may fetch from inside `estimate_usage_cost` what nothing fetched before (0.16-0.19, whose
-    metadata module still has `_is_openrouter_base_url`): priced there only through capture/legacy/internals.py."""
+    metadata module still has `_is_openrouter_base_url`): priced there only through hermes_compat/internals.py."""
     if public_surfaces():
         return False
     metadata = sys.modules.get("agent.model_metadata") or _module("agent.model_metadata")
     return metadata is not None and hasattr(metadata, "_is_openrouter_base_url")
+
+
+def legacy_internals() -> types.ModuleType:
+    """:mod:`.internals` (0.16-0.19's provider-thread `threading` and cache-only pricing), imported by name where a
+    probe says this Hermes needs it: Hermes's validator follows plain imports only."""
+    return importlib.import_module(f"{__name__}.internals")
 
 
 def usage_pricing() -> types.ModuleType | None:

@@ -11,7 +11,7 @@ the dict: it costs nothing.
 
 Hermes 0.20+ reports each delivered delta through its public `on_stream_delta` hook instead, on a worker thread of
 its own that runs the callback in the context copied where the delta arose: the attempt's `chat` span is found there
-(capture/attempt.py's marker, set around the attempt), and the first delta's time from that span's start is
+(tracking/attempt.py's marker, set around the attempt), and the first delta's time from that span's start is
 its time to the first chunk. The worker delivers each delta a little after it arose (the same lag for every delta:
 the gaps between them hold).
 """
@@ -71,6 +71,12 @@ _MAX_CLOCKS = 1024
 def take(span: Any) -> Clock | None:
     """The clock of `span`'s stream (the last one, if Hermes re-sent the request), once."""
     return CLOCKS.pop(span, None)
+
+
+def terminal_ended(span: Any, attempt_context: Any) -> None:
+    """A chain's real call (`span`) ended: the request thread ran under it, so a stream it timed is the attempt's."""
+    if CLOCKS:
+        hand_over(span, trace.get_current_span(attempt_context))
 
 
 def hand_over(span: Any, attempt: Any) -> None:

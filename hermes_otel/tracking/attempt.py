@@ -1,7 +1,7 @@
 """The marker of a provider attempt of ours in the OpenTelemetry context.
 
 What runs under it is a model call we trace: its HTTP requests get client spans and carry the trace
-(capture/http_client.py), its stream's deltas are timed against it (capture/streaming.py). Anything else (a
+(capture/http_client.py), its stream's deltas are timed against it (tracking/streaming.py). Anything else (a
 tool's own downloads, Hermes's metadata probes, the host's requests under its own spans) is not ours to touch.
 """
 

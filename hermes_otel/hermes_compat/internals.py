@@ -12,7 +12,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from ..hermes_compat import _METADATA, HTTP_THREAD_MODULE, _module
+from . import _METADATA, HTTP_THREAD_MODULE, _module
 
 # -- the provider request thread (agent.chat_completion_helpers) ------------------------------------------------
 

@@ -1,0 +1,54 @@
+"""The SDK's OTLP exporter for one endpoint and signal (HTTP or gRPC), as the spooling exporters (live) and the
+background sender (re-sends) both make it."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..session import ExporterSession
+
+
+def sdk_exporter(signal: str, target: Any) -> tuple[Any, ExporterSession | None]:
+    """The SDK's OTLP exporter for `target` (an OTLPTarget), live and re-send alike, and its HTTP session. It
+    sends exactly the validated headers, never the environment's OTEL_*_HEADERS re-read by the SDK (HTTP: our
+    session; gRPC: metadata it takes as given even when empty). Raises GrpcMissing for gRPC without the `[grpc]`
+    extra."""
+    gzip = target.compression == "gzip"
+    session = None
+    kwargs: dict[str, Any]
+    if target.protocol == "grpc":
+        from ..._internal.extras import GrpcMissing, grpc_missing
+
+        missing = grpc_missing()
+        if missing is not None:
+            raise GrpcMissing(missing)
+        from grpc import Compression as GrpcCompression
+
+        compression: Any = GrpcCompression.Gzip if gzip else GrpcCompression.NoCompression
+        kwargs = {"insecure": target.endpoint.startswith("http://"), "headers": _Metadata(target.headers.items())}
+    else:
+        from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
+
+        from ..session import ExporterSession
+
+        compression = HttpCompression.Gzip if gzip else HttpCompression.NoCompression
+        session = ExporterSession(target.headers)
+        kwargs = {"headers": dict(target.headers), "session": session}
+    module, name = _SDK_EXPORTERS[signal]
+    module = f"opentelemetry.exporter.otlp.proto.{'grpc' if target.protocol == 'grpc' else 'http'}.{module}"
+    cls = getattr(importlib.import_module(module), name)
+    return cls(endpoint=target.endpoint, timeout=target.timeout_s, compression=compression, **kwargs), session
+
+
+_SDK_EXPORTERS = {"traces": ("trace_exporter", "OTLPSpanExporter"), "logs": ("_log_exporter", "OTLPLogExporter"),
+                  "metrics": ("metric_exporter", "OTLPMetricExporter")}  # module (of the protocol's package), class
+
+
+class _Metadata(tuple):
+    """gRPC metadata the SDK exporter takes as given even when empty: on an empty (falsy) value it would send the
+    environment's OTEL_EXPORTER_OTLP_HEADERS instead, values our configuration refused included."""
+
+    def __bool__(self) -> bool:
+        return True
