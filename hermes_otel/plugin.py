@@ -43,7 +43,9 @@ def _instrumented(public: bool) -> bool:
     if public or not hermes_compat.runner_takes_callbacks():
         return False
     patches = legacy.load("patches").PATCHES
-    if not patches.active and patches.available():
+    if patches.available():
+        # Beside an application's HermesInstrumentor the wrappers stay its own (its providers get the call spans):
+        # never redirected, and not doubled by another way of tracing the same calls.
         patches.instrument(runtime.current_tracker, runtime.stop_tracing)
     return patches.active
 

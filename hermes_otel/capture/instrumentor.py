@@ -6,6 +6,8 @@ meter_provider=...)` (the global providers when none is given), idempotent `unin
 Standalone it traces what the runners see: each provider attempt (`chat`), tool call (`execute_tool`) and
 middleware layer, with rewrite events. Turn spans and observer records come from Hermes's hooks, which only the
 plugin (`hermes plugins enable hermes_otel`) registers; the plugin applies the same patches without this class.
+The wrappers have one owner: beside a loaded plugin, `instrument()` stands down (said once) and `uninstrument()`
+leaves the plugin's wrappers in place; a plugin loaded after it leaves the instrumentor's alone.
 """
 
 from __future__ import annotations
@@ -46,10 +48,13 @@ class HermesInstrumentor(BaseInstrumentor):
             meter = metrics.get_meter(SCOPE, __version__, kwargs.get("meter_provider"))
             tracker = Tracker(tracer, meter, emitter=Inline(), verdicts=False)  # no hooks: no verdicts
             source = lambda: tracker  # noqa: E731 - the patches read the tracker through a callable
-        _patches().instrument(source, kwargs.get("on_unloaded"))
+        # The plugin's own patches when it is loaded (it passes its tracker): one owner for the wrappers, never
+        # redirected or undone by the other.
+        owner = "plugin" if kwargs.get("tracker") is not None else "instrumentor"
+        _patches().instrument(source, kwargs.get("on_unloaded"), owner=owner)
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        _patches().uninstrument()
+        _patches().uninstrument(owner="instrumentor")
 
     def adopt_registered(self, manager: Any) -> None:
         _patches().adopt_registered(manager)

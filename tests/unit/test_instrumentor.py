@@ -75,3 +75,36 @@ def test_suppressed_instrumentation_passes_calls_through_untraced(spans):
 def test_it_is_registered_as_an_opentelemetry_instrumentor():
     (entry,) = [e for e in entry_points(group="opentelemetry_instrumentor") if e.name == "hermes"]
     assert entry.load() is HermesInstrumentor
+
+
+def test_beside_the_plugins_wrappers_the_instrumentor_neither_redirects_nor_undoes_them():
+    """One owner for the wrappers (issue 39): an application's instrumentor beside a loaded plugin stands down,
+    reports itself not the owner, and its uninstrument() leaves the plugin's wrappers and tracker in place."""
+    plugin_tracker = object()
+    PATCHES.instrument(lambda: plugin_tracker, owner="plugin")
+    runner = middleware.run_llm_execution_middleware
+    app = TracerProvider()
+    instrumentor = HermesInstrumentor()
+    instrumentor.instrument(tracer_provider=app)
+    try:
+        assert PATCHES.owner == "plugin" and PATCHES._tracker() is plugin_tracker  # noqa: SLF001 - not redirected
+        assert middleware.run_llm_execution_middleware is runner
+    finally:
+        instrumentor.uninstrument()
+    assert PATCHES.active and PATCHES.owner == "plugin" and hasattr(middleware.run_llm_execution_middleware,
+                                                                    "__wrapped__")
+
+
+def test_a_plugin_loaded_after_the_instrumentor_leaves_its_wrappers_alone():
+    exporter = InMemorySpanExporter()
+    app = TracerProvider()
+    app.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = HermesInstrumentor()
+    instrumentor.instrument(tracer_provider=app)
+    try:
+        owned = PATCHES._tracker  # noqa: SLF001 - our own class
+        assert PATCHES.instrument(lambda: None, owner="plugin") is False
+        assert PATCHES.owner == "instrumentor" and PATCHES._tracker is owned  # noqa: SLF001
+    finally:
+        instrumentor.uninstrument()
+    assert not PATCHES.active

@@ -28,6 +28,7 @@ traces through the public contract (capture/calls.py).
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,7 @@ import wrapt
 from opentelemetry import context as otel_context
 
 from ... import hermes_compat
+from ..._internal import log as _log
 from ..._internal.safety import safely
 from ..._internal.suppress import unwrap
 from ...middleware import contract
@@ -91,18 +93,26 @@ class HermesPatches:
         self._tracker: TrackerSource = lambda: None
         self._on_unloaded: Callable[[], None] | None = None
         self.active = False
+        self.owner: str | None = None  # "plugin" or "instrumentor": who put the wrappers in, and alone may move them
 
     @staticmethod
     def available() -> bool:
         module = _module(MODULE)
         return module is not None and all(callable(getattr(module, n, None)) for n in (LLM_RUNNER, TOOL_RUNNER))
 
-    def instrument(self, tracker: TrackerSource, on_unloaded: Callable[[], None] | None = None) -> None:
-        """Wrap Hermes's runners (once): every wrapper reads the live tracker from `tracker` at call time."""
+    def instrument(self, tracker: TrackerSource, on_unloaded: Callable[[], None] | None = None, *,
+                   owner: str = "plugin") -> bool:
+        """Wrap Hermes's runners (once): every wrapper reads the live tracker from `tracker` at call time. The
+        wrappers have one owner: another's call changes nothing (no redirect of its spans) and returns False."""
+        if self.active and owner != self.owner:
+            _log.once(f"patches-owned:{owner}", "hermes-otel: Hermes's middleware runners are already traced by the "
+                      "%s in this process; the %s stands down (one owner for the wrappers)", self.owner, owner,
+                      level=logging.INFO)
+            return False
         self._tracker, self._on_unloaded = tracker, on_unloaded
         if self.active:
-            return
-        self.active = True
+            return True
+        self.active, self.owner = True, owner
         middleware = _module(MODULE)
         wrap = wrapt.wrap_function_wrapper
         wrap(MODULE, LLM_RUNNER, self._wrap_llm)
@@ -120,11 +130,13 @@ class HermesPatches:
                 wrap(PLUGINS, dotted, wrapper)
         if hermes_compat.legacy_internals().swap_http_threading(_ThreadingWithContext):
             stream_diag.install()  # chunk timing of streamed provider calls (they run on that thread)
+        return True
 
-    def uninstrument(self) -> None:
-        if not self.active:
+    def uninstrument(self, owner: str | None = None) -> None:
+        """Take the wrappers out (their owner's call, or anyone's with no `owner` given: tests, process end)."""
+        if not self.active or (owner is not None and owner != self.owner):
             return
-        self.active = False
+        self.active, self.owner = False, None
         middleware, plugins = _module(MODULE), _module(PLUGINS)
         for name in (LLM_RUNNER, TOOL_RUNNER, CHAIN, *APPLY):
             unwrap(middleware, name)
