@@ -83,9 +83,8 @@ def test_beside_the_plugins_wrappers_the_instrumentor_neither_redirects_nor_undo
     plugin_tracker = object()
     PATCHES.instrument(lambda: plugin_tracker, owner="plugin")
     runner = middleware.run_llm_execution_middleware
-    app = TracerProvider()
     instrumentor = HermesInstrumentor()
-    instrumentor.instrument(tracer_provider=app)
+    instrumentor.instrument(tracer_provider=TracerProvider())
     try:
         assert PATCHES.owner == "plugin" and PATCHES._tracker() is plugin_tracker  # noqa: SLF001 - not redirected
         assert middleware.run_llm_execution_middleware is runner
@@ -96,11 +95,8 @@ def test_beside_the_plugins_wrappers_the_instrumentor_neither_redirects_nor_undo
 
 
 def test_a_plugin_loaded_after_the_instrumentor_leaves_its_wrappers_alone():
-    exporter = InMemorySpanExporter()
-    app = TracerProvider()
-    app.add_span_processor(SimpleSpanProcessor(exporter))
     instrumentor = HermesInstrumentor()
-    instrumentor.instrument(tracer_provider=app)
+    instrumentor.instrument(tracer_provider=TracerProvider())
     try:
         owned = PATCHES._tracker  # noqa: SLF001 - our own class
         assert PATCHES.instrument(lambda: None, owner="plugin") is False
