@@ -307,12 +307,36 @@ def _safe_repr(value: Any, cap: int) -> str:
 
 
 def to_json(value: Any, *, cap: int = 4096) -> str:
-    """Sanitized JSON text for a span attribute or a log body string, capped."""
+    """Sanitized JSON text for a span attribute or a log body string, at most `2 * cap` characters and always valid
+    JSON: what does not fit is shortened string by string (each says `…[truncated]`), never cut mid-document."""
+    limit = cap * 2
     try:
-        text = json.dumps(sanitize(value, cap=cap), ensure_ascii=False, separators=(",", ":"))
+        held = sanitize(value, cap=cap)
+        text = _dumps(held)
+        size = cap
+        while len(text) > limit and size > 16:  # the redacted value, shortened: nothing is redacted again
+            size //= 2
+            text = _dumps(_shortened(held, size))
     except (TypeError, ValueError):
         text = json.dumps(_safe_repr(value, cap))
-    return text if len(text) <= cap * 2 else f"{text[: cap * 2]}…[truncated]"
+    if len(text) > limit:  # more items than fit even short: the document as a string, cut
+        text = json.dumps(text[: limit // 2] + "…[truncated]", ensure_ascii=False)
+    return text
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _shortened(value: Any, size: int) -> Any:
+    """`value` (sanitized: plain JSON data) with every string longer than `size` cut there and marked."""
+    if isinstance(value, str):
+        return value if len(value) <= size else f"{value[:size]}…[truncated]"
+    if isinstance(value, list):
+        return [_shortened(item, size) for item in value]
+    if isinstance(value, dict):
+        return {key: _shortened(item, size) for key, item in value.items()}
+    return value
 
 
 def on_spans(mode: str) -> bool:
