@@ -27,10 +27,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import wrapt
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._internal import log as _log
+from .._internal.safety import safely
 from .._internal.suppress import is_http_instrumentation_enabled, unwrap
 from ..redaction.masking import MASK, mask_url
 from ..semconv import ERROR_TYPE, HTTP_STATUS, SCHEMA_URL, SERVER_ADDRESS, SERVER_PORT
@@ -126,14 +128,20 @@ def _start(source: ProviderSource, request: Any) -> trace.Span | None:
 
 @contextlib.contextmanager
 def _in_span(span: trace.Span, request: Any) -> Iterator[None]:
-    """The request's span current, its context in the request's headers, and an exception recorded as its error."""
-    with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-        propagate.inject(request.headers)
+    """The request's span current, its context in the request's headers, and an exception recorded as its error.
+    A fault of ours (the span's own methods included) never reaches the request: it goes out, and its answer or
+    its error comes back, as without us."""
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        safely(propagate.inject, request.headers)
         try:
             yield
         except BaseException as exc:
-            _failed(span, exc)
+            safely(_failed, span, exc)
             raise
+    finally:
+        otel_context.detach(token)
+        safely(span.end)
 
 
 def _wrapper(source: ProviderSource, is_async: bool) -> Callable[..., Any]:
@@ -144,7 +152,7 @@ def _wrapper(source: ProviderSource, is_async: bool) -> Callable[..., Any]:
             return wrapped(*args, **kwargs)
         with _in_span(span, request):
             response = wrapped(*args, **kwargs)
-            _respond(span, response)
+            safely(_respond, span, response)
         return response
 
     async def handle_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -154,7 +162,7 @@ def _wrapper(source: ProviderSource, is_async: bool) -> Callable[..., Any]:
             return await wrapped(*args, **kwargs)
         with _in_span(span, request):
             response = await wrapped(*args, **kwargs)
-            _respond(span, response)
+            safely(_respond, span, response)
         return response
 
     return handle_async if is_async else handle
