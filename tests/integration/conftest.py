@@ -23,10 +23,19 @@ _SESSION_HOME = Path(tempfile.mkdtemp(prefix="hermes-otel-it-"))
 os.environ["HERMES_HOME"] = str(_SESSION_HOME)
 for _key in [k for k in os.environ if k.startswith("OTEL_")]:
     del os.environ[_key]
-# The tests' exact trees and record lists are of our own spans and records: HTTP client spans and Hermes's own log
-# lines (both on by default) are off here, and on in the tests about them (test_http_client_spans.py,
-# test_trace_continues.py, test_hermes_log_lines.py).
+# Most trees and record lists here are of our own spans and records: HTTP client spans and Hermes's own log lines
+# (both on by default) are off for them. The tests of what users get run at the defaults (`at_the_defaults`): the
+# leak tests in every capture mode, the exact-tree, fail-open, fault, exit and streaming tests, and the tests about
+# those two features themselves.
 os.environ.update(QUIET_DEFAULTS)
+
+
+@pytest.fixture
+def at_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The defaults users get, not the suite's quiet ones: Hermes's log lines bridged, HTTP client spans on. Used
+    before `traced` (as a `usefixtures` mark) so the plugin registers with them."""
+    for variable in QUIET_DEFAULTS:
+        monkeypatch.delenv(variable, raising=False)
 
 
 @pytest.fixture(autouse=True)

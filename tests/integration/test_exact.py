@@ -32,16 +32,9 @@ from opentelemetry.sdk.trace.sampling import (
 )
 
 from hermes_otel.testing.fake_llm import Reply, ToolCall
-from tests.harness.hermes import QUIET_DEFAULTS, run_agent
+from tests.harness.hermes import run_agent
 
-pytestmark = pytest.mark.hermes
-
-
-@pytest.fixture(autouse=True)
-def _the_defaults(monkeypatch):
-    """The defaults users get, not the suite's quiet ones: Hermes's log lines bridged, HTTP client spans on."""
-    for variable in QUIET_DEFAULTS:
-        monkeypatch.delenv(variable, raising=False)
+pytestmark = [pytest.mark.hermes, pytest.mark.usefixtures("at_the_defaults")]
 TURNS = 4
 
 
@@ -217,7 +210,8 @@ def test_spans_are_what_the_sdk_makes_inline(host_session):
         thread, started_at, seen_baggage = host.witness.starts[span.context.span_id]
         # on_start ran at the start, on the thread that started the span (never ours), with the real parent
         # context: the agent's baggage, which the contrib processor copied onto the span.
-        assert thread != "hermes-otel-records" and abs(started_at - span.start_time) < 1_000_000, span.name
+        # (within 20 ms: the provider request thread may wait for the GIL between the two clocks under load)
+        assert thread != "hermes-otel-records" and abs(started_at - span.start_time) < 20_000_000, span.name
         assert seen_baggage == {"tenant": "acme"} and span.attributes["tenant"] == "acme", span.name
     # Records: stamped when Hermes called the hook, though emitted on our records thread: each stamp lies between
     # the tape plugin's clock for the same hook call and for the neighbouring call on the side our callback runs

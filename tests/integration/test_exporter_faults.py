@@ -22,7 +22,7 @@ from hermes_otel.testing.fake_llm import Reply, ToolCall
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 from tests.harness.hermes import run_agent
 
-pytestmark = pytest.mark.hermes
+pytestmark = [pytest.mark.hermes, pytest.mark.usefixtures("at_the_defaults")]
 
 # name -> (server factory or None for a refused port, OTLP export timeout ms, whether spans go undelivered,
 #          whether the spool is on)

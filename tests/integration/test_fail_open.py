@@ -17,16 +17,9 @@ from opentelemetry.sdk import trace as sdk_trace
 from hermes_otel.emitter import Emitter
 from hermes_otel.redaction import content
 from hermes_otel.testing.fake_llm import Reply, ToolCall
-from tests.harness.hermes import QUIET_DEFAULTS, run_agent
+from tests.harness.hermes import run_agent
 
-pytestmark = pytest.mark.hermes
-
-
-@pytest.fixture(autouse=True)
-def _the_defaults(monkeypatch):
-    """The defaults users get, not the suite's quiet ones: Hermes's log lines bridged, HTTP client spans on."""
-    for variable in QUIET_DEFAULTS:
-        monkeypatch.delenv(variable, raising=False)
+pytestmark = [pytest.mark.hermes, pytest.mark.usefixtures("at_the_defaults")]
 
 
 def _boom(*args, **kwargs):

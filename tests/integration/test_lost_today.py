@@ -15,7 +15,7 @@ from hermes_otel.testing.fake_llm import Reply, ToolCall
 from tests.harness.fault_servers import refused_endpoint
 from tests.harness.hermes import clean_env, hermes_chat, run_agent, write_home
 
-pytestmark = pytest.mark.hermes
+pytestmark = [pytest.mark.hermes, pytest.mark.usefixtures("at_the_defaults")]
 
 SLOW_DISK = Path(__file__).resolve().parents[1] / "harness" / "slow_disk"
 TURN = ["chat fake-model", "chat fake-model", "execute_tool terminal", "invoke_agent hermes"]

@@ -11,7 +11,7 @@ from tests.harness.documented import assert_documented
 from tests.harness.hermes import run_agent
 from tests.harness.trees import named, only
 
-pytestmark = pytest.mark.hermes
+pytestmark = [pytest.mark.hermes, pytest.mark.usefixtures("at_the_defaults")]
 
 DELAY_S = 0.3  # the fake server waits this long before it answers: the first chunk cannot come sooner
 
