@@ -194,9 +194,12 @@ def release() -> None:
         return
     import httpx
 
+    handlers = {getattr(ours, "_self_wrapper", None) for ours in _installed}
     for owner, method in _TARGETS:
         cls = getattr(httpx, owner)
-        if any(vars(cls)[method] is ours for ours in _installed):
+        # Ours by its handler, not by identity: a wrapper someone put over ours and took off again (the contrib
+        # instrumentation's uninstrument) leaves ours back as a bound copy of itself.
+        if getattr(vars(cls)[method], "_self_wrapper", None) in handlers:
             unwrap(cls, method)
     _installed.clear()
     _cached = None

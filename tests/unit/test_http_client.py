@@ -153,3 +153,17 @@ def test_query_values_hermes_treats_as_sensitive_are_masked_in_the_url():
     url = "https://api.example/v1/x?session=s3ss&code=0auth&jwt=a.b.c&sid=42&q=hello&session_id=visible"
     assert http_client.masked_url(url) == (
         "https://api.example/v1/x?session=****&code=****&jwt=****&sid=****&q=hello&session_id=visible")
+
+
+def test_after_the_hosts_instrumentation_came_and_went_release_still_leaves_httpx_as_it_was():
+    """The host instruments httpx over ours and uninstruments it again: ours comes back as a bound copy of itself,
+    which release() must still know as ours."""
+    contrib = pytest.importorskip("opentelemetry.instrumentation.httpx")
+    http_client.release()
+    original = vars(httpx.HTTPTransport)["handle_request"]
+    assert http_client.instrument(lambda: TracerProvider()) == "instrumented"
+    host = contrib.HTTPXClientInstrumentor()
+    host.instrument(tracer_provider=TracerProvider())
+    host.uninstrument()
+    http_client.release()
+    assert vars(httpx.HTTPTransport)["handle_request"] is original
