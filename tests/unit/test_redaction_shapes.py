@@ -101,7 +101,9 @@ def test_each_credential_shape_is_redacted_in_text(shape):
     text, secret = SHAPES[shape]
     shown = redact_text(f"before {text} after")
     assert secret not in shown, shown
-    assert shown.startswith("before ") and "<redacted>" in shown
+    # Our marker, or Hermes's where its own redactor (which runs after ours) masks the whole assignment (0.22 turns
+    # `MAPBOX_KEY=<redacted>` into `MAPBOX_KEY=***`, as in its logs).
+    assert shown.startswith("before ") and ("<redacted>" in shown or "=***" in shown or '="***"' in shown), shown
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
