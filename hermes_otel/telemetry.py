@@ -399,7 +399,7 @@ def build(settings: Settings) -> Telemetry:
     """Providers, processors and exporters for `settings` (no globals touched)."""
     masking.install()  # before anything of the SDK's can log a credential (header parsing, resource detection)
     resource = build_resource(settings)
-    install_log_filter()  # our exports' retries and our processors' queue-full drops, each said once
+    install_log_filter()  # the SDK's retry warnings inside our exports at DEBUG: we say a failure once
     writers = {}
     if settings.file_signals:
         paths = file_paths(settings.file_directory)

@@ -1,17 +1,16 @@
 """Export health: one clear message for a failing endpoint, counted drops, no waiting on a dead one.
 
-The OTLP exporters retry transient failures with backoff and log a warning
-per attempt. Around our exports (exporters/spool/delivery.py) we instead:
+The OTLP exporters retry transient failures with backoff and log a warning per attempt. Around our exports
+(exporters/spool/delivery.py) we instead:
 
-* report the first failure per endpoint once, clearly, at WARNING (repeats
-  at DEBUG) — the SDK's own per-attempt warnings are suppressed, but only
-  those raised inside OUR exports (a thread-local marks them), so another
-  OpenTelemetry pipeline in the process keeps its logs;
-* count what is dropped (``ExportHealth.dropped``): what the spool cannot keep,
-  and what our batch processors refuse at a full queue;
-* tell the shutdown that the endpoint is failing, so it does not wait out the
-  retry backoff on the agent's way out, and the live exports skip the network
-  while it lasts (the re-sender's probe says when it answers again).
+* report the first failure per endpoint once, clearly, at WARNING (repeats at DEBUG), from what our exports saw
+  (the exporter's result, our HTTP session's exceptions and statuses); the SDK's own warnings inside OUR exports
+  are kept at DEBUG (a thread-local marks them, their text is never read), so another OpenTelemetry pipeline in the
+  process keeps its logs;
+* count what is dropped (``ExportHealth.dropped``): what the spool cannot keep, and what our batch processors
+  drop at a full queue (counted from a tally of their queue, never from the SDK's warning);
+* tell the shutdown that the endpoint is failing, so it does not wait out the retry backoff on the agent's way
+  out, and the live exports skip the network while it lasts (the re-sender's probe says when it answers again).
 """
 
 from __future__ import annotations
@@ -33,22 +32,6 @@ from .._internal import log as _log
 from ..redaction.masking import OTLP_EXPORTER_LOGGERS
 
 current = threading.local()  # .export: who exports (.signal, .report(record)) while one of our exports runs
-
-
-def _sdk_says_queue_full() -> bool:
-    """Whether the SDK's batch processors warn for each item they drop at a full queue (SDK 1.40 and later; 1.39,
-    Hermes 0.2x's pin, drops silently). A behaviour, not a name, so its release is the only thing to check."""
-    from opentelemetry.sdk.version import __version__ as sdk
-
-    try:
-        return tuple(int(part) for part in sdk.split(".")[:2]) >= (1, 40)
-    except ValueError:  # a release we cannot read: a newer one
-        return True
-
-
-# Where the SDK warns, our log filter counts each of our processors' drops from that warning; where it is silent,
-# they count from a tally of their own queue (:class:`_Room`).
-SDK_SAYS_QUEUE_FULL = _sdk_says_queue_full()
 
 
 class ExportHealth:
@@ -98,46 +81,22 @@ class ExportHealth:
 health = ExportHealth()
 
 
-class _SuppressOurRetries(logging.Filter):
-    """Turn the SDK's per-attempt warnings inside our exports into one health report."""
+class _QuietOurRetries(logging.Filter):
+    """The SDK exporter's per-attempt warnings inside our exports go to our log at DEBUG: the failure is reported
+    once, by us (:meth:`ExportHealth.failure`). Records outside our exports pass untouched."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         active = getattr(current, "export", None)
         if active is None or record.levelno < logging.WARNING:
             return True
         try:
-            active.report(record)
             _log.logger.debug("hermes-otel: %s exporter: %s", active.signal, record.getMessage())
         except Exception:  # noqa: BLE001 - a logging filter must not raise into the exporter
             pass
         return False
 
 
-_filter = _SuppressOurRetries()
-
-
-class _CountQueueFull(logging.Filter):
-    """The SDK's batch processors warn once per item they drop at a full queue ("Queue full, dropping Span.").
-    A drop by one of our processors (it runs inside their `on_end` / `on_emit`, on the caller's thread) is counted
-    by signal and said once; every other processor's warning passes untouched to its owner's handlers."""
-
-    hermes_otel_queue_full = True  # one of these per logger, whichever copy of this module installed it
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        signal = getattr(current, "queueing", None)
-        if signal is None:
-            return True  # not ours
-        try:
-            message = record.getMessage()
-        except Exception:  # noqa: BLE001 - not ours to judge
-            return True
-        if not message.startswith(QUEUE_FULL):
-            return True
-        try:
-            _count_queue_full(signal)
-        except Exception:  # noqa: BLE001 - a logging filter must not raise into the SDK
-            pass
-        return False
+_filter = _QuietOurRetries()
 
 
 def _count_queue_full(signal: str) -> None:
@@ -165,31 +124,22 @@ class _SkipsFailingFlush:
 
 
 class OurBatchSpanProcessor(_SkipsFailingFlush, BatchSpanProcessor):
-    """The SDK's batch span processor, marking its `on_end` as ours for the queue-full count (where the SDK drops
-    silently, counting from a tally of its queue: :data:`SDK_SAYS_QUEUE_FULL`)."""
+    """The SDK's batch span processor, counting what it drops at a full queue from a tally of its queue."""
 
     def __init__(self, exporter: Any, max_queue_size: int | None = None, schedule_delay_millis: float | None = None,
                  max_export_batch_size: int | None = None, export_timeout_millis: float | None = None,
                  **kwargs: Any) -> None:
-        self._room: _Room | None = None
-        if not SDK_SAYS_QUEUE_FULL:  # a tally that never waits: spans end on the agent's threads
-            self._room = _Room(max_queue_size, 0, lambda: True)
-            exporter = _Counted(exporter, self._room)
-        super().__init__(exporter, max_queue_size, schedule_delay_millis, max_export_batch_size,
-                         export_timeout_millis, **kwargs)
+        self._room = _Room(queue_size(max_queue_size, "OTEL_BSP_MAX_QUEUE_SIZE"), 0, lambda: True)  # never waits:
+        super().__init__(_Counted(exporter, self._room), max_queue_size, schedule_delay_millis,  # spans end on
+                         max_export_batch_size, export_timeout_millis, **kwargs)  # the agent's threads
 
     def on_end(self, span: Any) -> None:
-        if self._room is not None and self._room.add():
+        if self._room.add():
             _count_queue_full("traces")
-        current.queueing = "traces"
-        try:
-            super().on_end(span)
-        finally:
-            current.queueing = None
+        super().on_end(span)
 
     def shutdown(self) -> None:
-        if self._room is not None:
-            self._room.close()
+        self._room.close()
         super().shutdown()
 
 
@@ -200,13 +150,13 @@ class _Room:
     ours: what `on_emit` handed in minus what `export` received (what the worker took out) is the queue's length,
     counted here (plus a batch between the worker's pop and its export, a few microseconds). The count is capped at
     the queue's size, as the queue is: at a full queue the SDK drops one for each one added. So a miscount errs
-    low (toward the SDK's counted drop), never toward a wait with nothing in the queue to wait for. Where the SDK drops
-    silently (:data:`SDK_SAYS_QUEUE_FULL`), a full count is what our processors count as a drop, spans' included."""
+    low, never toward a wait with nothing in the queue to wait for. A full count is what our processors count as a
+    drop (the SDK 1.39 that Hermes 0.2x pins drops silently; later ones warn, in words that are theirs to change)."""
 
-    def __init__(self, size: int | None, timeout_s: float, failing: Callable[[], bool]) -> None:
+    def __init__(self, size: int, timeout_s: float, failing: Callable[[], bool]) -> None:
         self._held = 0
         self._failing = failing  # whether the exporter's endpoint is known to be failing: it spools, no wait
-        self._size = size  # None: unknown (the SDK's default from the environment), never waited for
+        self._size = size
         self._timeout_s = timeout_s
         self._changed = threading.Condition(threading.Lock())
         self._closed = False
@@ -229,14 +179,11 @@ class _Room:
         still (this item costs the SDK's oldest one)."""
         until = getattr(current, "room_until", None)
         with self._changed:
-            if self._size is None:
-                return False
             if (until is not None and self._held >= self._size and not self._closed and not self._stalled
                     and not self._failing()):
                 wait_s = min(self._timeout_s, until - time.monotonic())
                 if wait_s > 0:
-                    self._stalled = not self._changed.wait_for(
-                        lambda: self._held < self._size or self._closed, wait_s)  # type: ignore[operator]
+                    self._stalled = not self._changed.wait_for(lambda: self._held < self._size or self._closed, wait_s)
             full = self._held >= self._size and not self._closed  # after shutdown the SDK ignores it: no drop
             self._held = min(self._held + 1, self._size)
             return full
@@ -269,49 +216,45 @@ class _Counted:
 
 
 class OurBatchLogRecordProcessor(_SkipsFailingFlush, BatchLogRecordProcessor):
-    """The SDK's batch log-record processor, marking its `on_emit` as ours for the queue-full count; our records
-    thread waits for room in its full queue (:class:`_Room`) where any other thread's record drops the oldest."""
+    """The SDK's batch log-record processor, counting what it drops at a full queue; our records thread waits for
+    room in its full queue (:class:`_Room`) where any other thread's record drops the oldest."""
 
     def __init__(self, exporter: Any, schedule_delay_millis: float | None = None,
                  max_export_batch_size: int | None = None, export_timeout_millis: float | None = None,
                  max_queue_size: int | None = None, **kwargs: Any) -> None:
-        self._room = _Room(max_queue_size, (export_timeout_millis or 10_000) / 1000, self._failing)
+        self._room = _Room(queue_size(max_queue_size, "OTEL_BLRP_MAX_QUEUE_SIZE"),
+                           (export_timeout_millis or 10_000) / 1000, self._failing)
         super().__init__(_Counted(exporter, self._room), schedule_delay_millis, max_export_batch_size,
                          export_timeout_millis, max_queue_size, **kwargs)
 
     def on_emit(self, log_record: Any) -> None:
-        if self._room.add() and not SDK_SAYS_QUEUE_FULL:
+        if self._room.add():
             _count_queue_full("logs")
-        current.queueing = "logs"
-        try:
-            super().on_emit(log_record)
-        finally:
-            current.queueing = None
+        super().on_emit(log_record)
 
     def shutdown(self) -> None:
         self._room.close()  # no wait for room after shutdown: the SDK ignores what comes now
         super().shutdown()
 
 
-# The SDK's message and logger for a drop at a full batch queue (a contract test holds us to them).
-QUEUE_FULL = "Queue full, dropping "
-QUEUE_LOGGER = "opentelemetry.sdk._shared_internal"
-_queue_filter = _CountQueueFull()
+def queue_size(given: int | None, variable: str) -> int:
+    """The queue size the SDK's batch processor takes: the one given, else the variable's, else 2048 (as the SDK
+    reads it: a value that is not a positive integer is the default)."""
+    if given is not None:
+        return given
+    try:
+        size = int(os.environ.get(variable, "2048"))
+    except ValueError:
+        return 2048
+    return size if size > 0 else 2048
 
 
 def install_log_filter() -> None:
     """Idempotent: logging keeps one instance of a filter per logger."""
     for name in OTLP_EXPORTER_LOGGERS:
         logger = logging.getLogger(name)
-        if _filter not in logger.filters:  # first: the SDK's DuplicateFilter must not hide a failure's reason
+        if _filter not in logger.filters:  # first: ahead of the SDK's DuplicateFilter, which would count ours
             logger.filters.insert(0, _filter)
-    queue_logger = logging.getLogger(QUEUE_LOGGER)
-    if _queue_filter not in queue_logger.filters:
-        # One counter (a second copy of this package, loaded as a directory plugin, replaces the first's),
-        # first in line: every drop is counted before the SDK's own duplicate filter can swallow the record.
-        for old in [f for f in queue_logger.filters if getattr(f, "hermes_otel_queue_full", False)]:
-            queue_logger.removeFilter(old)
-        queue_logger.filters.insert(0, _queue_filter)
 
 
 def _collector(endpoint: str) -> str:
@@ -323,10 +266,3 @@ def _collector(endpoint: str) -> str:
         return "(an unparsable endpoint)"
     where = parts.netloc.rsplit("@", 1)[-1]
     return f"{parts.scheme}://{where}" if parts.scheme else where
-
-
-def short_reason(message: str) -> str:
-    for marker in ("Connection refused", "timed out", "Name or service not known", "certificate verify failed"):
-        if marker.lower() in message.lower():
-            return marker.lower()
-    return message[:200]

@@ -28,12 +28,14 @@ class OTLPGrpcReceiver(
     metrics_service_pb2_grpc.MetricsServiceServicer,
 ):
     def __init__(self, *, answer: grpc.StatusCode | None = None, hang: bool = False, port: int = 0,
-                 identity_only: bool = False) -> None:
-        """`answer`: a status every Export fails with instead of receiving (an endpoint that refuses); `hang`: every
+                 identity_only: bool = False, empty_ok: bool = False) -> None:
+        """`answer`: a status every Export fails with instead of receiving (an endpoint that refuses); `empty_ok`:
+        except an empty one, taken as any live collector takes it (an endpoint that refuses the batches); `hang`: every
         Export is taken and never answered (until the receiver stops); `port`: a fixed one (a collector back on its
         address); `identity_only`: gRPC's own compression setting allows no compression, so the server refuses a
         compressed request (UNIMPLEMENTED) before any handler: proof of what the client sent."""
-        self.answer, self.hang = answer, hang
+        self.answer, self.hang, self.empty_ok = answer, hang, empty_ok
+        self.empty = 0  # empty requests taken
         self.refused = 0
         self.hung = 0
         self.on_hang: Callable[[int], None] | None = None  # told the count of calls hung so far, as each one hangs
@@ -66,6 +68,10 @@ class OTLPGrpcReceiver(
 
     # gRPC service methods (one Export per service; dispatched by request type)
     def Export(self, request, context):  # noqa: N802 - gRPC naming
+        if self.empty_ok and not request.ListFields():
+            with self._lock:
+                self.empty += 1
+            return _RESPONSES[type(request)]()
         if self.answer is not None:
             with self._lock:
                 self.refused += 1
@@ -111,6 +117,11 @@ class OTLPGrpcReceiver(
 
     def wait_for_metrics(self, predicate: Callable[[list[RecvMetric]], bool], timeout: float = 10) -> list[RecvMetric]:
         return _wait(self.metrics, predicate, timeout, "metrics")
+
+
+_RESPONSES = {trace_service_pb2.ExportTraceServiceRequest: trace_service_pb2.ExportTraceServiceResponse,
+              logs_service_pb2.ExportLogsServiceRequest: logs_service_pb2.ExportLogsServiceResponse,
+              metrics_service_pb2.ExportMetricsServiceRequest: metrics_service_pb2.ExportMetricsServiceResponse}
 
 
 def _wait(read: Callable[[], list], predicate: Callable[[list], bool], timeout: float, what: str) -> list:

@@ -65,8 +65,8 @@ def test_nothing_submitted_during_or_after_shutdown_is_lost():
 
 
 def test_a_full_export_queue_counts_each_drop_and_says_it_once(caplog):
-    """The SDK warns once per dropped item; we count by signal and report once (a contract with the SDK's
-    message and logger: if the SDK changes them, this test fails)."""
+    """Our processors count each item the SDK drops at their full queue, by signal, from a tally of the queue (not
+    from the SDK's warning, whose words are its own to change: SDK 1.39 says nothing), and we say it once."""
     _log.reset()
     health_module.install_log_filter()
     stuck = Stuck()
@@ -84,7 +84,6 @@ def test_a_full_export_queue_counts_each_drop_and_says_it_once(caplog):
     dropped = {signal: health.dropped[signal] - before.get(signal, 0) for signal in ("traces", "logs")}
     assert 90 <= dropped["traces"] <= 96 and 90 <= dropped["logs"] <= 96, dropped
     messages = [r.getMessage() for r in caplog.records]
-    assert not [m for m in messages if m.startswith("Queue full")]  # the SDK's per-item warnings are ours now
     assert [m for m in messages if "export queue is full" in m] == [
         f"hermes-otel: the {s} export queue is full (the exporter cannot keep up); new items are dropped and counted "
         "in hermes.otel.exporter.dropped" for s in ("traces", "logs")]
@@ -106,10 +105,9 @@ def test_another_pipelines_full_queue_is_its_own(caplog):
     caplog.set_level(logging.WARNING, logger="opentelemetry.sdk._shared_internal")
     for _ in range(50):
         host.get_tracer("host").start_span("s").end()
-    full = [r for r in caplog.records if r.getMessage() == "Queue full, dropping Span."]
-    # What the SDK says (its own duplicate filter folds repeats), not swallowed by us; SDK 1.39 says nothing.
-    assert bool(full) is health_module.SDK_SAYS_QUEUE_FULL
     assert health.dropped["traces"] == before
+    queue_logger = logging.getLogger("opentelemetry.sdk._shared_internal")  # where the SDK says a queue is full
+    assert not [f for f in queue_logger.filters if type(f).__module__.startswith("hermes_otel")]  # untouched by us
     stuck.release.set()
     host.shutdown()
 

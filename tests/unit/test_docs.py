@@ -54,10 +54,11 @@ def test_reliability_states_the_constants_of_the_code():
         f"at least {resend.MIN_GAP_S * 1000:g} ms between batches, at most a quarter of one core",
         f"backs off ({resend.BACKOFF_S[0]:g} s doubling to {resend.BACKOFF_S[1]:g} s",
         "(HTTP " + ", ".join(str(c) for c in sorted(resend.REJECTED_HTTP)[:-1])
-        + f", {sorted(resend.REJECTED_HTTP)[-1]}; gRPC `INVALID_ARGUMENT`)",
+        + f", {sorted(resend.REJECTED_HTTP)[-1]}; over gRPC, failed twice",
     ):
         assert phrase in text, phrase
     assert resend.BUSY_SHARE == 0.25  # "a quarter of one core"
+    assert resend.REFUSALS == 2  # "twice"
 
 
 def test_the_exit_wait_the_docs_promise_is_the_one_the_exporters_use():

@@ -17,7 +17,7 @@ from hermes_otel import config
 from hermes_otel.config import OTLPTarget
 from hermes_otel.exporters.file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 from hermes_otel.exporters.health import health
-from hermes_otel.exporters.spool import delivery
+from hermes_otel.exporters.spool import delivery, resend
 from hermes_otel.exporters.spool.resend import Resender, SendReport, send_all, targets_of
 from hermes_otel.exporters.spool.store import Spool, endpoint_key, stats
 from tests.harness.fault_servers import FaultServer, refused_endpoint
@@ -154,7 +154,7 @@ def test_a_batch_is_re_sent_over_grpc_with_the_headers_and_compression_configure
         assert "blue" not in entry.path.read_text() and "x-tenant" not in entry.path.read_text()  # not on disk
         gzip = OTLPTarget(receiver.endpoint, "grpc", {"x-tenant": "blue"}, 2.0, "gzip")
         report = send_all(spool, {("traces", key): gzip})
-        assert report.problems == {receiver.endpoint: "gRPC UNIMPLEMENTED"} and len(spool.entries()) == 1
+        assert report.problems == {receiver.endpoint: "gRPC export failed"} and len(spool.entries()) == 1
         assert receiver.spans() == []
         plain = OTLPTarget(receiver.endpoint, "grpc", {"x-tenant": "blue"}, 2.0, "none")
         report = send_all(spool, {("traces", key): plain})
@@ -164,36 +164,45 @@ def test_a_batch_is_re_sent_over_grpc_with_the_headers_and_compression_configure
     assert metadata["x-tenant"] == "blue"
 
 
-def _send_to_a_collector_refusing_it_as_invalid(tmp_path: Path) -> tuple[int, SendReport, Spool, int]:
-    """One spooled trace batch sent (as `spool send` does) to a gRPC collector that answers INVALID_ARGUMENT: how
-    often it refused, the report, the spool, and the rejected count before."""
-    with OTLPGrpcReceiver(answer=grpc.StatusCode.INVALID_ARGUMENT) as receiver:
+def _send_to_a_collector_refusing_it(tmp_path: Path, empty_ok: bool) -> tuple[OTLPGrpcReceiver, SendReport, Spool,
+                                                                                  int]:
+    """One spooled trace batch sent (as `spool send` does) to a gRPC collector that answers INVALID_ARGUMENT (and
+    takes an empty request, or not): the receiver, the report, the spool, and the rejected count before."""
+    with OTLPGrpcReceiver(answer=grpc.StatusCode.INVALID_ARGUMENT, empty_ok=empty_ok) as receiver:
         spool = Spool(tmp_path / "spool", 1 << 20, 86400)
         key = endpoint_key("grpc", receiver.endpoint)
         spool.put("traces", key, [encode_spans_json(spans())])
         before = stats.evicted[("traces", "rejected")]
         report = send_all(spool, {("traces", key): OTLPTarget(receiver.endpoint, "grpc", {}, 2.0, "none")})
-        return receiver.refused, report, spool, before
+        return receiver, report, spool, before
 
 
-def test_a_grpc_batch_refused_as_invalid_is_removed_and_counted(
-        tmp_path: Path, caplog) -> None:
-    """INVALID_ARGUMENT removes the batch and counts it (reason = rejected), said once with the status."""
-    refused, report, spool, before = _send_to_a_collector_refusing_it_as_invalid(tmp_path)
-    assert refused == 1  # not retried: the batch itself is refused
+def test_a_grpc_batch_a_live_endpoint_refuses_is_removed_and_counted(tmp_path: Path, caplog) -> None:
+    """gRPC answers our exports only SUCCESS or FAILURE (the status is in the SDK's log line, which is not ours to
+    read): a batch failed twice by an endpoint that takes an empty request each time is refused. It is removed and
+    counted (reason = rejected), said once."""
+    receiver, report, spool, before = _send_to_a_collector_refusing_it(tmp_path, empty_ok=True)
+    assert (receiver.refused, receiver.empty) == (resend.REFUSALS, resend.REFUSALS)
     assert report.rejected == 1 and spool.entries() == []
     assert stats.evicted[("traces", "rejected")] == before + 1
-    assert sum("rejected a spooled traces batch (gRPC INVALID_ARGUMENT)" in r.getMessage() for r in caplog.records
-               if r.levelno >= logging.WARNING) == 1
+    assert sum("rejected a spooled traces batch (gRPC: refused 2 times by an endpoint that takes other requests)"
+               in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING) == 1
 
 
-def test_at_exit_a_failed_grpc_attempt_is_spooled_at_once_not_retried(tmp_path: Path, monkeypatch) -> None:
-    """At exit, a gRPC status the SDK exporter would retry (UNAVAILABLE, with its backoff of 1 s, 2 s, 4 s ...) ends
-    the export at its first failure and the batch is spooled: the close deadline is set far away here, so only that
-    can end the export in time."""
+def test_a_grpc_endpoint_that_refuses_everything_keeps_the_batch(tmp_path: Path) -> None:
+    """An endpoint that refuses even an empty request is not refusing this batch (auth, a proxy, a collector
+    shutting down): the batch is kept for later, never lost."""
+    receiver, report, spool, before = _send_to_a_collector_refusing_it(tmp_path, empty_ok=False)
+    assert (receiver.refused, receiver.empty) == (2, 0)  # the batch, then the empty probe
+    assert (report.sent, report.rejected, report.failed) == (0, 0, 1) and len(spool.entries()) == 1
+    assert stats.evicted[("traces", "rejected")] == before
+
+
+def test_at_exit_a_failed_grpc_attempt_is_spooled_at_the_deadline_not_retried(tmp_path: Path) -> None:
+    """At exit, a gRPC status the SDK exporter would retry (UNAVAILABLE, with its backoff of 1 s, 2 s, 4 s ... up to
+    its 60 s timeout here) ends the export at the close deadline and the batch is spooled, after one attempt."""
     import threading
 
-    monkeypatch.setattr(delivery, "SPOOL_WAIT_S", 60.0)
     spool = Spool(tmp_path / "spool", 1 << 20, 86400)
     with OTLPGrpcReceiver(answer=grpc.StatusCode.UNAVAILABLE) as unavailable:
         endpoint = unavailable.endpoint
@@ -252,44 +261,3 @@ def test_a_process_exits_at_once_with_its_live_export_and_a_re_send_hung_on_a_gr
     exit_s = ended - float(done.stdout.split()[-1])
     assert exit_s < 20, exit_s  # the calls would have waited 60 s; measured about 0.15 s
     assert sorted(spooled_spans(spool)) == [2, 3]  # the re-sent batch kept, the live one spooled
-
-
-# -- where the gRPC status comes from ---------------------------------------------------------------------------------
-# The SDK's gRPC exporter answers an export with SUCCESS or FAILURE only; the status is in its log line ("error code:
-# StatusCode.INVALID_ARGUMENT"), which the re-sender reads. Its self-metrics carry it too (rpc.response.status_code),
-# but only behind a process-wide switch (below): reading them would mean setting that switch for every SDK component
-# of the host, so the log line stays the source, and a host that silences it costs a kept batch, never a lost one.
-
-GRPC_EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.grpc.exporter"
-
-
-def test_with_the_grpc_exporter_log_silenced_an_invalid_batch_is_kept_never_lost(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(logging.getLogger(GRPC_EXPORTER_LOGGER), "disabled", True)  # a host silences it
-    refused, report, spool, before = _send_to_a_collector_refusing_it_as_invalid(tmp_path)
-    assert refused == 1
-    assert (report.sent, report.rejected, report.failed) == (0, 0, 1) and len(spool.entries()) == 1
-    assert stats.evicted[("traces", "rejected")] == before  # kept until spool_max_age, like any other failure
-
-
-@pytest.mark.parametrize("switch", ["", "true"])
-def test_the_grpc_exporter_reports_its_status_in_metrics_only_behind_a_process_wide_switch(monkeypatch,
-                                                                                           switch: str) -> None:
-    """SDK contract (1.45): a private MeterProvider given to the exporter records nothing unless the environment
-    has OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED=true when the exporter is made. If this changes, the re-sender could
-    read the status from there instead of the log line."""
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-
-    monkeypatch.setenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", switch)
-    with OTLPGrpcReceiver(answer=grpc.StatusCode.INVALID_ARGUMENT) as receiver:
-        reader = InMemoryMetricReader()
-        exporter = OTLPSpanExporter(endpoint=receiver.endpoint, insecure=True, timeout=2,
-                                    meter_provider=MeterProvider(metric_readers=[reader]))
-        assert exporter.export(spans()).name == "FAILURE"
-        exporter.shutdown()
-    data = reader.get_metrics_data()
-    statuses = [p.attributes["rpc.response.status_code"] for rm in (data.resource_metrics if data else [])
-                for sm in rm.scope_metrics for m in sm.metrics for p in m.data.data_points
-                if "rpc.response.status_code" in (p.attributes or {})]
-    assert statuses == (["INVALID_ARGUMENT"] if switch else [])

@@ -249,13 +249,16 @@ def test_a_batch_answered_with_any_other_grpc_error_is_kept(tmp_path: Path, code
         report = send_all(spool, targets)
         assert receiver.refused >= 1  # the SDK exporter retries its retryable codes within its timeout
     assert (report.sent, report.rejected, report.failed) == (0, 0, 1)
-    assert report.problems == {receiver.endpoint: f"gRPC {code}"} and len(spool.entries()) == 1
+    assert report.problems == {receiver.endpoint: "gRPC export failed"} and len(spool.entries()) == 1
 
 
 def test_the_reliability_page_names_exactly_the_statuses_that_remove_a_batch() -> None:
     page = " ".join((ROOT / "docs" / "reliability.md").read_text().split())
     removed = ", ".join(str(s) for s in sorted(REJECTED_HTTP))
-    assert f"(HTTP {removed}; gRPC `INVALID_ARGUMENT`) is removed" in page
+    from hermes_otel.exporters.spool.resend import REFUSALS
+
+    assert REFUSALS == 2 and f"(HTTP {removed}; over gRPC, failed twice by an endpoint that takes an empty request each time) is " \
+        "removed" in page
     assert REJECTED_HTTP == frozenset(REMOVED_HTTP)
     kept = ", ".join(str(s) for s in KEPT_HTTP)
     assert f"HTTP {kept}" in page and ", ".join(f"`{c}`" for c in KEPT_GRPC) in page
@@ -681,3 +684,58 @@ def test_the_background_sender_enforces_the_caps_with_nothing_new_written(tmp_pa
     finally:
         sender.stop(time.monotonic() + 2)
     assert spool.entries() == [] and stats.evicted[("logs", "age")] == before + 1
+
+
+@pytest.mark.parametrize("fault, expected", [("refused", "connection refused"), ("unresolvable", "name not resolved"),
+                                             ("tls", "certificate verify failed"), ("blackhole", "timed out"),
+                                             ("status", "HTTP 503")])
+def test_why_a_request_failed_comes_from_what_the_session_saw_not_from_log_text(fault: str, expected: str) -> None:
+    """The reason said once for a failing endpoint: from the exception types along the chain or the status our
+    session received, told to `on_failure` at once (before the SDK's retry backoff), and kept per thread."""
+    import contextlib
+
+    import requests
+
+    from hermes_otel.exporters.session import ExporterSession
+
+    told: list[str] = []
+    session = ExporterSession({})
+    session.on_failure = told.append
+    server = FaultServer(fault) if fault in ("tls", "blackhole", "status") else contextlib.nullcontext()
+    with server as running:
+        url = {"refused": refused_endpoint(), "unresolvable": "http://collector.invalid:4318"}.get(
+            fault, running.endpoint if running is not None else "")
+        if fault == "tls":
+            url = url.replace("http://", "https://")
+        try:
+            session.post(f"{url}/v1/traces", data=b"x", timeout=0.5)
+        except requests.RequestException:
+            pass
+    assert told == [expected] and session.last_failure() == expected
+    assert session.last_status() == (503 if fault == "status" else None)
+
+
+def test_the_re_sender_sends_through_the_live_exporter_of_its_endpoint(tmp_path: Path) -> None:
+    """One OTLP client per endpoint and signal: while a live exporter is open for the same endpoint, signal and
+    settings, a re-send goes through its SDK exporter (and a batch re-sent is received); once it is shut down, the
+    re-sender makes one of its own."""
+    from hermes_otel.config import OTLPTarget
+    from hermes_otel.exporters.spool.resend import Exporters, send_all
+    from hermes_otel.exporters.spool.sdk import client_key, sdk_exporter
+    from tests.harness.otlp_receiver import OTLPReceiver
+
+    with OTLPReceiver() as receiver:
+        target = OTLPTarget(f"{receiver.endpoint}/v1/traces", "http/protobuf", {}, 2.0, "none")
+        spool = Spool(tmp_path / "spool", 1 << 20, 86400)
+        key = endpoint_key(target.protocol, target.endpoint, target.headers)
+        live = delivery.SpoolingSpanExporter(*sdk_exporter("traces", target), target.endpoint, key, spool, 1.5,
+                                             owner=object(), client=client_key("traces", target))
+        exporters = Exporters()
+        assert exporters.get("traces", target) == (live.inner, live.session)
+        spool.put("traces", key, [encode_spans_json(spans(2))])
+        assert send_all(spool, {("traces", key): target}).sent == 1
+        receiver.wait_for_spans(lambda got: len(got) == 2)
+        live.interrupt()  # shut down: the re-sender's own from now on
+        own = exporters.get("traces", target)
+        assert own[0] is not live.inner and exporters.get("traces", target) is own
+        exporters.close()

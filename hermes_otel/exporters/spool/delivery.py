@@ -1,24 +1,26 @@
-"""The way out of one OTLP exporter: the SDK exporter, called on the batch processor's own thread; a batch it
-does not deliver goes to the spool (:mod:`.store`), and the re-sender (:mod:`.resend`) sends it later through the
-same kind of SDK exporter. One queue (the batch processor's), one OTLP client (the SDK's).
+"""The way out of one OTLP exporter: the SDK exporter; a batch it does not deliver goes to the spool (:mod:`.store`),
+and the re-sender (:mod:`.resend`) sends it later through the same SDK exporter. One queue (the batch processor's),
+one OTLP client per endpoint and signal (the SDK's).
 
 While an endpoint fails, batches skip the network: a flush (session finalize) never waits for it, and the
 processor's thread tries it again once every :data:`LIVE_RETRY_S`, not once per batch. A success ends it, the
 re-sender's included (its first spooled batch is the probe). What is not delivered is spooled, or, with the spool off
-(`spool = false`), dropped and counted in `hermes.otel.exporter.dropped`.
+(`spool = false`), dropped and counted in `hermes.otel.exporter.dropped`. What is delivered, failed and why comes
+from what the SDK exporter returns and what our HTTP session saw (:mod:`..session`), never from its log lines.
 
 Shutdown (process exit, a retired configuration) is bounded: :func:`close_all` gives each exporter of a pipeline a
 deadline — :data:`SPOOL_WAIT_S` with the spool (all exporters together at process exit), the flush budget without
-it, none for an endpoint already failing — and then shuts the SDK exporter down: its retry sleep ends, our HTTP
-session aborts the request in flight (:mod:`..session`) and gRPC cancels its call, so the export fails at once
-and its batch is spooled; the batches the processor still holds are spooled without the network. A collector
-that hangs never holds the process. A batch the collector received but did not acknowledge in time is sent
-again (at-least-once).
+it, none for an endpoint already failing — and then shuts the SDK exporter down (its retry sleep ends, no new request
+starts, gRPC cancels its call) and stops waiting for the export in flight: each export runs on a thread of its own,
+which the processor's thread waits for until that deadline, so a request stuck at any stage (a connect a firewall
+never answers, a TLS handshake or a proxy that hangs, a collector that never answers) is left behind, and its batch
+and the batches the processor still holds are spooled without the network. A collector that hangs never holds the
+process. A batch the collector received but did not acknowledge in time is sent again (at-least-once).
 """
 
 from __future__ import annotations
 
-import logging
+import contextvars
 import os
 import threading
 import time
@@ -32,9 +34,9 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ..._internal import log as _log
 from ..file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
-from ..health import current, health, short_reason
+from ..health import current, health
 from ..private import UnsafePath
-from .sdk import sdk_exporter
+from .sdk import client_key, lend, sdk_exporter
 from .store import Spool
 
 if TYPE_CHECKING:
@@ -93,12 +95,18 @@ class _Spooling:
     count: Callable[..., int]  # items in a batch
 
     def __init__(self, inner: Any, session: ExporterSession | None, endpoint: str, key: str, spool: Spool | None,
-                 budget_s: float, owner: Any = None) -> None:
+                 budget_s: float, owner: Any = None, client: tuple[Any, ...] | None = None) -> None:
         self.inner, self.session, self.endpoint, self.key, self.spool = inner, session, endpoint, key, spool
         self.budget_s, self.owner = budget_s, owner
+        self.client = client  # its SDK exporter's :func:`.sdk.client_key`: the re-sender sends through it too
+        if client is not None:
+            lend(client, self)
         self.endpoints = frozenset({endpoint})
         self.closing = False
         self.exit_pending = False  # the pipeline is shutting down (close_all)
+        self._done = threading.Event()  # the export in flight ended, or was given up on
+        if session is not None:
+            session.on_failure = self.attempt_failed
         if spool is not None:
             health.spooled_to[endpoint] = str(spool.directory)
         else:
@@ -114,32 +122,53 @@ class _Spooling:
                 getattr(current, "flushing", False) or health.failed_within(self.endpoint, LIVE_RETRY_S)):
             self._undelivered(batch)
             return self.failed
-        current.export = self  # the SDK's retry warnings become one health report
-        try:
-            result = self.inner.export(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the processor's thread
-            if not self.closing:
-                health.failure(self.signal, self.endpoint, f"{type(exc).__name__}: {exc}")
-            result = None
-        finally:
-            current.export = None
-        if result == self.delivered and (self.session is None or self.session.acknowledged()):
+        answer = self._send(args, kwargs)
+        if isinstance(answer, tuple) and answer[0] == self.delivered and answer[1]:
             health.success(self.endpoint)
             from .resend import resender
 
             resender.wake(self.key)  # the endpoint answers: what waits in the spool can go now
             return self.delivered
-        if result is not None and not self.closing:
-            health.failure(self.signal, self.endpoint, "export failed")
+        if answer is not None and not self.closing:  # (None: cut at the deadline, which is no failure of theirs)
+            why = (f"{type(answer).__name__}: {answer}" if isinstance(answer, Exception)
+                   else answer[2] or "the export failed")
+            health.failure(self.signal, self.endpoint, why)
         self._undelivered(batch)
         return self.failed
 
-    def report(self, record: logging.LogRecord) -> None:
-        """A warning of the SDK exporter inside our export: one health report (none for what closing caused). At exit
-        with a spool, a failed attempt is not retried: the SDK logs this just before its retry backoff (a second or
-        more, which the close deadline would cut anyway), and the batch is spooled now, to be re-sent next run."""
-        if not self.closing:
-            health.failure(self.signal, self.endpoint, short_reason(record.getMessage()))
+    def _send(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The SDK export on a thread of its own, in this context (the SDK's suppression of instrumentation
+        included), waited for until it returns or :meth:`interrupt` gives up on it. Returns (result, acknowledged,
+        why not), the exception it raised, or None when it was given up on."""
+        answer: list[Any] = []
+        done = self._done = threading.Event()
+        session = self.session
+
+        def send() -> None:
+            current.export = self  # the SDK's retry warnings in our exports stay at DEBUG (health.py)
+            try:
+                result = self.inner.export(*args, **kwargs)
+                ok = session is None or session.acknowledged()
+                answer.append((result, ok, session.last_failure() if session is not None else None))
+            except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the processor's thread
+                answer.append(exc)
+            finally:
+                current.export = None
+                done.set()
+
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(send,), name=f"hermes-otel-export-{self.signal}",
+                         daemon=True).start()  # daemon: one left behind at the deadline never holds the exit
+        done.wait()
+        return answer[0] if answer else None
+
+    def attempt_failed(self, why: str) -> None:
+        """Our session saw a request fail (before the SDK's retry backoff): one health report (none for what
+        closing caused). At exit with a spool, a failed attempt is not retried: the batch is spooled now, to be
+        re-sent next run. (A re-send through the same session is the re-sender's to judge.)"""
+        if self.closing or getattr(current, "export", None) is not self:
+            return
+        health.failure(self.signal, self.endpoint, why)
         if self.exit_pending and self.spool is not None:
             self.interrupt()
 
@@ -160,6 +189,7 @@ class _Spooling:
             self.inner.shutdown()  # ends the retry sleep; the session (HTTP) or the channel (gRPC) is closed
         except Exception:  # noqa: BLE001 - closing is best-effort
             pass
+        self._done.set()  # the processor's thread stops waiting for the export in flight: its batch is spooled
 
     def shutdown(self, *args: Any, **kwargs: Any) -> None:
         """The processor drained its queue through us (bounded by :func:`close_all`'s deadline): close."""
@@ -229,7 +259,7 @@ def spooling_exporter(signal: str, target: Any, settings: Any) -> Any:
     cls = {"traces": SpoolingSpanExporter, "logs": SpoolingLogExporter, "metrics": SpoolingMetricExporter}[signal]
     return cls(*sdk_exporter(signal, target), target.endpoint,
                endpoint_key(target.protocol, target.endpoint, target.headers), spool_for(settings),
-               settings.flush_timeout_s, settings)
+               settings.flush_timeout_s, settings, client_key(signal, target))
 
 
 def metric_preferences(environ: Mapping[str, str] | None = None) -> tuple[dict[type, Any], dict[type, Any]]:

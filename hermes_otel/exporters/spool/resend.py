@@ -8,8 +8,9 @@ The first spooled batch is also the probe: while its endpoint fails, the sender 
 60 s, jittered, `Retry-After` honoured); a live export that succeeds wakes it at once. A batch is decoded back
 into the SDK's telemetry objects (:mod:`.decode`) and sent through the same SDK exporter as live telemetry
 (OTLP/HTTP or gRPC, the configured headers, TLS and compression), and removed once it succeeded; one the
-endpoint rejects as malformed (HTTP 400, 413, 422: the status our session saw; gRPC INVALID_ARGUMENT: the status
-the exporter reported) is removed and counted, anything else is kept for later. At-least-once: a batch is sent
+endpoint refuses (HTTP 400, 413, 422: the status our session saw; over gRPC, which answers only success or failure,
+a batch failed twice by an endpoint that takes an empty request each time) is removed and counted, anything else
+is kept for later. At-least-once: a batch is sent
 again only when its acknowledgement was lost (the process died, or the answer never came).
 
 The background sender's pace is bounded (:data:`MIN_GAP_S` between batches, and at most :data:`BUSY_SHARE`
@@ -19,9 +20,7 @@ unbounded.
 
 from __future__ import annotations
 
-import logging
 import random
-import re
 import threading
 import time
 from collections import deque
@@ -31,7 +30,7 @@ from typing import Any
 
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
-from ..health import current, health, install_log_filter, short_reason
+from ..health import current, health, install_log_filter
 from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
 
 # Our own generator: the sender thread never moves the process-wide `random` state under someone else.
@@ -43,14 +42,6 @@ BACKOFF_S = (1.0, 60.0)  # first and longest wait after a failed send
 IDLE_RESCAN_S = 5.0  # how often an idle sender looks for batches spooled by other processes
 CAPS_EVERY_S = 60.0  # how often the sender enforces the spool's caps (age)
 REJECTED_HTTP = frozenset({400, 413, 422})  # the batch itself is refused: sending it again cannot help
-REJECTED_GRPC = "INVALID_ARGUMENT"
-# The gRPC status, read from the SDK exporter's log line: its export answers only SUCCESS or FAILURE, and its
-# self-metrics (rpc.response.status_code) are recorded only with the process-wide switch
-# OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED, which would turn them on for the host's SDK components too. A host that
-# silences that logger leaves an INVALID_ARGUMENT batch kept, never lost (tests/unit/test_spool_grpc.py).
-_GRPC_CODE = re.compile(r"\bStatusCode\.([A-Z_]+)\b")
-
-
 @dataclass(frozen=True)
 class Outcome:
     kind: str  # sent | retry | rejected | unreadable | busy | stray
@@ -130,7 +121,8 @@ def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, exporters: E
 
 
 class Exporters:
-    """The SDK exporters the re-sender sends through, one per endpoint and signal, made as the live ones are."""
+    """The SDK exporters the re-sender sends through, one per endpoint and signal: a live exporter's own while one
+    is open for the same endpoint (:func:`.sdk.lend`), else one made as the live ones are."""
 
     def __init__(self) -> None:
         install_log_filter()  # the SDK exporter's warnings inside a re-send stay at DEBUG
@@ -138,60 +130,82 @@ class Exporters:
 
     def get(self, signal: str, target: Any) -> tuple[Any, Any]:
         """The exporter, and its HTTP session (None for gRPC)."""
-        from .sdk import sdk_exporter
+        from .sdk import client_key, lent, sdk_exporter
 
-        key = (signal, target.endpoint, target.protocol, tuple(sorted(target.headers.items())), target.timeout_s,
-               target.compression)
+        key = client_key(signal, target)
+        borrowed = lent(key)
+        if borrowed is not None:
+            self._close(self._made.pop(key, None))  # one client per endpoint: the live one from now on
+            return borrowed
         if key not in self._made:
             self._made[key] = sdk_exporter(signal, target)
         return self._made[key]
 
     def close(self) -> None:
-        made, self._made = [exporter for exporter, _ in self._made.values()], {}
-        for exporter in made:
+        made, self._made = list(self._made.values()), {}
+        for pair in made:
+            self._close(pair)
+
+    @staticmethod
+    def _close(pair: tuple[Any, Any] | None) -> None:
+        if pair is not None:
             try:
-                exporter.shutdown()
+                pair[0].shutdown()
             except Exception:  # noqa: BLE001 - closing is best-effort
                 pass
 
 
 class _Resending:
-    """Inside a re-send: the SDK exporter's warnings are kept quiet (DEBUG), and the gRPC status it reports is
-    noted (its export answers only success or failure)."""
+    """Inside a re-send, the SDK exporter's warnings are kept quiet (DEBUG): health.py's filter needs an owner."""
 
-    def __init__(self, signal: str) -> None:
-        self.signal = signal
-        self.grpc_status: str | None = None
-        self.reason = "no answer"
+    signal = "spool"
 
-    def report(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        self.reason = short_reason(message)
-        code = _GRPC_CODE.search(message)  # "... error code: StatusCode.INVALID_ARGUMENT, ..."
-        if code:
-            self.grpc_status = code.group(1)
+
+_RESENDING = _Resending()
+REFUSALS = 2  # a gRPC batch refused this often, each time by an endpoint that took an empty request, is removed
 
 
 def export(signal: str, target: Any, batch: Any, exporters: Exporters) -> Outcome:
-    """Send one decoded batch through `target`'s SDK exporter; what the answer means for the spooled batch."""
+    """Send one decoded batch through `target`'s SDK exporter; what the answer means for the spooled batch.
+
+    HTTP: the status our session saw (400, 413, 422: the batch is refused). gRPC answers success or failure only,
+    so a batch is refused when the endpoint fails it :data:`REFUSALS` times in a row while taking an empty request
+    of the same signal each time (a live endpoint refusing this batch); anything else keeps it for later."""
     exporter, session = exporters.get(signal, target)
-    resending = current.export = _Resending(signal)
+    for _ in range(1 if session is not None else REFUSALS):
+        delivered, failure = _send(exporter, session, batch)
+        if delivered:
+            return Outcome("sent")
+        status = session.last_status() if session is not None else None
+        if status is not None:
+            kind = "rejected" if status in REJECTED_HTTP else "retry"
+            return Outcome(kind, detail=f"HTTP {status}", retry_after_s=session.last_retry_after())
+        if failure is not None or session is not None or not _send(exporter, None, _empty(signal))[0]:
+            return Outcome("retry", detail=failure or ("no answer" if session is not None else "gRPC export failed"))
+    return Outcome("rejected", detail=f"gRPC: refused {REFUSALS} times by an endpoint that takes other requests")
+
+
+def _send(exporter: Any, session: Any, batch: Any) -> tuple[bool, str | None]:
+    """(delivered, why not: an exception's name, or what our session saw; None when the exporter said FAILURE)."""
+    current.export = _RESENDING
     try:
         result = exporter.export(batch)
     except Exception as exc:  # noqa: BLE001 - an exporter bug keeps the batch for later
-        return Outcome("retry", detail=f"{type(exc).__name__}: {exc}"[:200])
+        return False, f"{type(exc).__name__}: {exc}"[:200]
     finally:
         current.export = None
     if getattr(result, "name", "") == "SUCCESS" and (session is None or session.acknowledged()):
-        return Outcome("sent")
-    status = session.last_status() if session is not None else None
-    if status is not None:
-        kind = "rejected" if status in REJECTED_HTTP else "retry"
-        return Outcome(kind, detail=f"HTTP {status}", retry_after_s=session.last_retry_after())
-    if resending.grpc_status is not None:
-        kind = "rejected" if resending.grpc_status == REJECTED_GRPC else "retry"
-        return Outcome(kind, detail=f"gRPC {resending.grpc_status}")
-    return Outcome("retry", detail=resending.reason)
+        return True, None
+    return False, session.last_failure() if session is not None else None
+
+
+def _empty(signal: str) -> Any:
+    """An empty batch of `signal`: a request any live OTLP endpoint takes."""
+    if signal != "metrics":
+        return []
+    from opentelemetry.sdk.metrics.export import MetricsData
+
+    return MetricsData(resource_metrics=[])
 
 
 # -- the background sender ---------------------------------------------------------------------------------------

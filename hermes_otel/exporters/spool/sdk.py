@@ -4,6 +4,7 @@ background sender (re-sends) both make it."""
 from __future__ import annotations
 
 import importlib
+import weakref
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,6 +41,27 @@ def sdk_exporter(signal: str, target: Any) -> tuple[Any, ExporterSession | None]
     module = f"opentelemetry.exporter.otlp.proto.{'grpc' if target.protocol == 'grpc' else 'http'}.{module}"
     cls = getattr(importlib.import_module(module), name)
     return cls(endpoint=target.endpoint, timeout=target.timeout_s, compression=compression, **kwargs), session
+
+
+def client_key(signal: str, target: Any) -> tuple[Any, ...]:
+    """What makes two SDK exporters the same client: one per endpoint and signal, as configured."""
+    return (signal, target.endpoint, target.protocol, tuple(sorted(target.headers.items())), target.timeout_s,
+            target.compression)
+
+
+_lent: weakref.WeakValueDictionary[tuple[Any, ...], Any] = weakref.WeakValueDictionary()  # client key -> lender
+
+
+def lend(client: tuple[Any, ...], lender: Any) -> None:
+    """A live (spooling) exporter lends its SDK exporter (`.inner`, `.session`) to the re-sender until it is
+    `.closing`: one client per endpoint and signal."""
+    _lent[client] = lender
+
+
+def lent(client: tuple[Any, ...]) -> tuple[Any, ExporterSession | None] | None:
+    """The SDK exporter and session a live exporter lends for `client`, if one is open."""
+    lender = _lent.get(client)
+    return None if lender is None or lender.closing else (lender.inner, lender.session)
 
 
 _SDK_EXPORTERS = {"traces": ("trace_exporter", "OTLPSpanExporter"), "logs": ("_log_exporter", "OTLPLogExporter"),
