@@ -119,10 +119,16 @@ ATTRIBUTES: dict[str, str] = {
     sc.SUBAGENT_DURATION_MS: "The subagent's duration as Hermes measured it.",
     sc.SUBAGENT_CHILD_SESSION: "The subagent's session id (its turns' `gen_ai.conversation.id`).",
     sc.SUBAGENT_ID: "Hermes's subagent id.",
-    "gen_ai.input.messages": "Content capture (SPAN_ONLY / SPAN_AND_EVENT): the turn's user message; on a `chat` span "
-    "the messages of the request. Redacted, capped.",
-    "gen_ai.output.messages": "Content capture: the turn's final assistant response; on a `chat` span the response's "
-    "message (text and tool calls). Redacted, capped.",
+    "gen_ai.input.messages": "Content capture (SPAN_ONLY / SPAN_AND_EVENT), in the conventions' message schema "
+    "(`role` + `parts`): the turn's user message; on a `chat` span what the model received, history included (a "
+    "system prompt sent as a message stays a message). Built off the agent's thread; redacted and capped message "
+    "by message: older messages that do not fit are left out and counted in a `hermes.omitted` part.",
+    "gen_ai.output.messages": "Content capture, in the message schema: the turn's final answer (`finish_reason` "
+    "`stop`); on a `chat` span the reply's messages (reasoning, text, tool calls) with each one's `finish_reason`.",
+    "gen_ai.system_instructions": "Content capture: instructions the provider takes apart from the messages "
+    "(Anthropic's `system`, the Responses API's `instructions`), as parts.",
+    "gen_ai.tool.definitions": "Content capture (opt-in with it): the tools the request offered the model (type, "
+    "name, description, parameters).",
     "gen_ai.tool.call.arguments": "Content capture: the tool's (effective) arguments, redacted, capped.",
     "gen_ai.tool.call.result": "Content capture: the tool's result, redacted, capped.",
     mw.KIND: "Middleware kind: `llm_request`, `tool_request`, `llm_execution`, `tool_execution`.",
@@ -162,7 +168,8 @@ ATTRIBUTES: dict[str, str] = {
     "hermes.otel.spool.reason": "Why a spooled batch was removed unsent: `size` or `age` (over `spool_max_mb` / "
     "`spool_max_age`), `disk` (its disk came near full: the spool leaves the last 64 MiB, or a tenth of a small "
     "disk, to the local record), `rejected` (the endpoint refused it: HTTP 400, 413, 422, or over gRPC "
-    "failed twice while the endpoint took an empty request), `unreadable` (no readable request in it) (metric attribute).",
+    "failed twice while the endpoint took an empty request), `unreadable` (no readable request in it) (metric "
+    "attribute).",
 }
 
 SPANS: tuple[SpanDoc, ...] = (
@@ -448,7 +455,8 @@ def telemetry_markdown() -> str:
         "",
         "The body holds content only under capture (`EVENT_ONLY`, `SPAN_AND_EVENT`): the payload's "
         + ", ".join(f"`{k}`" for k in CONTENT_KEYS)
-        + " fields, redacted and capped. Conversation history is never exported.",
+        + " fields, redacted and capped. These records never carry the conversation history (a `chat` span does "
+        "under span capture: see privacy.md).",
         "",
         "### Hermes's own log lines",
         "",

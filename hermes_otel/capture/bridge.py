@@ -26,7 +26,7 @@ from .._internal.safety import report, safely
 from ..emitter import Emitter, Inline
 from ..middleware.contract import OBSERVER_SCHEMA_VERSION
 from ..redaction import content
-from ..tracking import Tracker, streaming
+from ..tracking import Tracker, messages, streaming
 
 SCHEMA_ATTR = "hermes.telemetry_schema_version"
 HOOK_ATTR = "hermes.observer.hook"
@@ -338,8 +338,12 @@ def _labels(payload: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> di
 
 
 def _messages(role: str, text: Any) -> str:
-    """One message in the GenAI `parts` shape, as JSON (redacted, capped)."""
-    return content.to_json([{"role": role, "parts": [{"type": "text", "content": text}]}])
+    """One message in the conventions' schema, as JSON (redacted, capped); the turn's answer is its final one."""
+    said = text if isinstance(text, str) else content.to_json(text)  # a text part's content is a string
+    message: dict[str, Any] = {"role": role, "parts": [{"type": "text", "content": said}]}
+    if role == "assistant":
+        message["finish_reason"] = "stop"
+    return messages.to_json([message])
 
 
 class _Instruments:

@@ -20,7 +20,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from .. import semconv as sc
 from .._internal.bounded import BoundedMap
 from ..redaction import content
-from . import streaming
+from . import messages, streaming
 from .instruments import Instruments
 from .keys import text, tool_key
 from .turns import Turn, Turns
@@ -32,33 +32,36 @@ DENIED = ("deny", "timeout", "smart_deny")
 AttachEvents = Callable[[Span, str, str], None]
 
 
-INPUT_OUTPUT = ("gen_ai.input.messages", "gen_ai.output.messages")
+# Content under capture, in the conventions' message schema (tracking/messages.py).
+INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
+SYSTEM_INSTRUCTIONS, TOOL_DEFINITIONS = "gen_ai.system_instructions", "gen_ai.tool.definitions"
+_HISTORY_KEYS = ("messages", "input", "tools")  # the request's lists that the caller may change after the call
 
 
-def _capture_input(attrs: dict[str, Any], request: Any) -> None:
-    messages = request.get("messages") if isinstance(request, Mapping) else None
-    if messages is not None:
-        attrs[INPUT_OUTPUT[0]] = content.to_json(messages)
+def _held(request: Any) -> Any:
+    """The request as the attempt sent it, for its content to be built later on the records thread: a copy of the
+    dict and of its lists (pointers only: no message is read or copied here, whatever the history's length)."""
+    if type(request) is not dict:
+        return request
+    held = dict(request)
+    for key in _HISTORY_KEYS:
+        if type(value := held.get(key)) is list:
+            held[key] = list(value)
+    return held
 
 
-def _field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-
-
-def _output_messages(response: Any) -> list[dict[str, Any]]:
-    """The response's messages (role, text, tool calls), from an SDK object, Hermes's namespace or a dict."""
-    out = []
-    for choice in _field(response, "choices") or ():
-        message = _field(choice, "message")
-        if message is None:
-            continue
-        functions = [_field(c, "function") for c in _field(message, "tool_calls") or ()]
-        calls = [{"name": _field(f, "name"), "arguments": _field(f, "arguments")} for f in functions]
-        item: dict[str, Any] = {"role": _field(message, "role") or "assistant", "content": _field(message, "content")}
-        if calls:
-            item["tool_calls"] = calls
-        out.append(item)
-    return out
+def content_attributes(request: Any, response: Any, cap: int = 4096) -> dict[str, str]:
+    """An attempt's content attributes (input, system instructions, tool definitions, output), each valid JSON in
+    the conventions' schema, redacted and capped message by message."""
+    system, inputs = messages.input_messages(request)
+    attrs = {INPUT: messages.to_json(inputs, cap=cap)}
+    if system:
+        attrs[SYSTEM_INSTRUCTIONS] = messages.to_json(system, cap=cap)
+    if tools := messages.tool_definitions(request):
+        attrs[TOOL_DEFINITIONS] = messages.to_json(tools, cap=cap)
+    if response is not None and (outputs := messages.output_messages(response)):
+        attrs[OUTPUT] = messages.to_json(outputs, cap=cap)
+    return attrs
 
 
 @dataclass(slots=True)
@@ -95,8 +98,6 @@ class Chats:
         turn = self._turns.ensure(context.get("turn_id"), context.get("session_id"), context)
         api_request_id = text(context.get("api_request_id"))
         attrs = sc.chat_request_attributes(request, context)
-        if self._capture:
-            _capture_input(attrs, request)
         if api_request_id:
             previous = self.failed.pop(api_request_id)
             if previous is not None:  # its api_request_error never came: the retry ends it
@@ -111,8 +112,9 @@ class Chats:
         )
         self._attach_events(span, "llm_request", api_request_id)
         labels = {k: attrs[k] for k in _CHAT_METRIC_KEYS if k in attrs}
-        # `context` is this call's own kwargs dict; a dict request is copied (a retry may change it).
-        request = dict(request) if type(request) is dict else request
+        # `context` is this call's own kwargs dict; a dict request is copied (a retry may change it), and under
+        # capture its history list too (Hermes appends to it): the content is built from it on the records thread.
+        request = _held(request) if self._capture else dict(request) if type(request) is dict else request
         return Call(span, labels, turn=turn, turn_id=text(context.get("turn_id")), key=api_request_id,
                     priced=(request, context))
 
@@ -124,12 +126,10 @@ class Chats:
         priced and rolled up through `context` (`session_id`, `turn_id`) like any attempt."""
         attrs = sc.chat_request_attributes(request, context)
         attrs[sc.LLM_PURPOSE] = text(context.get("purpose")) or "auxiliary"
-        if self._capture:
-            _capture_input(attrs, request)
         span = self._tracer.start_span(f"{sc.OP_CHAT} {attrs.get(sc.REQUEST_MODEL, '')}".strip(), context=parent,
                                        kind=SpanKind.CLIENT, attributes=attrs)
         labels = {k: attrs[k] for k in (*_CHAT_METRIC_KEYS, sc.LLM_PURPOSE) if k in attrs}
-        return Call(span, labels, turn_id=text(context.get("turn_id")), priced=(dict(request), dict(context)))
+        return Call(span, labels, turn_id=text(context.get("turn_id")), priced=(_held(dict(request)), dict(context)))
 
     def finish(self, call: Call, response: Any = None, error: BaseException | None = None) -> None:
         span, duration = call.span, time.monotonic() - call.started
@@ -159,10 +159,8 @@ class Chats:
         attrs = sc.chat_response_attributes(response)
         if streaming.CLOCKS:  # a stream's chunk timing may be waiting for this span (nothing to do otherwise)
             self._stream_timing(call, attrs, context, duration)
-        if self._capture:
-            output = _output_messages(response)
-            if output:
-                attrs[INPUT_OUTPUT[1]] = content.to_json(output)
+        if self._capture and call.priced is not None:  # built here, off the agent's thread
+            attrs.update(content_attributes(call.priced[0], response))
         if self._costs is not None and call.priced is not None:  # the price goes on with the response's attributes
             self._costs.record(span, call.priced[0], call.priced[1], response, attrs)
         span.set_attributes(attrs)

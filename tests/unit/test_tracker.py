@@ -305,3 +305,38 @@ def test_a_missing_or_invalid_traceparent_starts_a_new_trace(env, monkeypatch, v
     tracker.end_turn(TURN, {"completed": True})
     (root,) = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent hermes"]
     assert root.parent is None
+
+
+def test_a_chat_span_under_capture_carries_the_conversation_in_the_conventions_schema():
+    """Input (the system prompt stays a message in OpenAI-style chat), tool definitions and output with its
+    finish reason, each valid JSON; built from the history as the attempt sent it, whatever the caller appends
+    to its list afterwards (the content is built off the agent's thread)."""
+    import json
+    from types import SimpleNamespace as NS
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracker = Tracker(provider.get_tracer("test"), None, max_turns=3, capture_on_spans=True)
+    history = [{"role": "system", "content": "You are Hermes."}, {"role": "user", "content": "list /tmp"}]
+    tools = [{"type": "function", "function": {"name": "terminal", "description": "Run a command",
+                                               "parameters": {"type": "object"}}}]
+    tracker.turn(TURN, SESSION, ctx())
+    call = tracker.start_chat({"model": "m", "messages": history, "tools": tools}, ctx(api_request_id="a1"))
+    history.append({"role": "assistant", "content": "later"})  # Hermes's list grows after the attempt
+    reply = NS(id="r1", model="m", choices=[NS(finish_reason="tool_calls", message=NS(
+        role="assistant", content=None, tool_calls=[NS(id="call_1", function=NS(name="terminal",
+                                                                                 arguments='{"command": "ls"}'))]))])
+    tracker.finish_chat(call, reply)
+    provider.force_flush()
+    (chat,) = [s for s in exporter.get_finished_spans() if s.name == "chat m"]
+    assert json.loads(chat.attributes["gen_ai.input.messages"]) == [
+        {"role": "system", "parts": [{"type": "text", "content": "You are Hermes."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "list /tmp"}]}]
+    assert "gen_ai.system_instructions" not in chat.attributes
+    assert json.loads(chat.attributes["gen_ai.tool.definitions"]) == [
+        {"type": "function", "name": "terminal", "description": "Run a command", "parameters": {"type": "object"}}]
+    assert json.loads(chat.attributes["gen_ai.output.messages"]) == [
+        {"role": "assistant", "finish_reason": "tool_call",
+         "parts": [{"type": "tool_call", "id": "call_1", "name": "terminal", "arguments": {"command": "ls"}}]}]
+    provider.shutdown()
