@@ -165,7 +165,8 @@ def _end_and_export(tracker: Tracker | None, old: telemetry.Telemetry | None, re
 
 def _replace_tracker(old: Tracker | None, new: telemetry.Telemetry) -> Tracker:
     capture = content.on_spans(new.settings.capture_content) or new.settings.atof_full_payloads
-    tracker = Tracker(new.tracer, new.meter, capture_on_spans=capture, emitter=new.emitter,
+    details = new.logger if content.in_events(new.settings.capture_content) else None
+    tracker = Tracker(new.tracer, new.meter, capture_on_spans=capture, details=details, emitter=new.emitter,
                       costs=CostLedger(new.meter))
     if old is not None:
         # Open turns stay on the old tracker's spans; hand them over so the

@@ -7,6 +7,7 @@ thread, metric points stamped now.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -15,6 +16,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry._logs import Logger, SeverityNumber
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import semconv as sc
@@ -33,6 +35,8 @@ AttachEvents = Callable[[Span, str, str], None]
 
 
 # Content under capture, in the conventions' message schema (tracking/messages.py).
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_DETAILS_PREFIXES = ("gen_ai.", "server.", "error.type")  # the inference span's attributes the event repeats
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
 SYSTEM_INSTRUCTIONS, TOOL_DEFINITIONS = "gen_ai.system_instructions", "gen_ai.tool.definitions"
 _HISTORY_KEYS = ("messages", "input", "tools")  # the request's lists that the caller may change after the call
@@ -84,9 +88,12 @@ class Chats:
     """Provider attempts: one `chat` span per attempt; a failed one waits for Hermes's `api_request_error`."""
 
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, turns: Turns, limit: int,
-                 attach_events: AttachEvents, emitter: Any, costs: Any = None, capture: bool = False) -> None:
+                 attach_events: AttachEvents, emitter: Any, costs: Any = None, capture: bool = False,
+                 details: Logger | None = None) -> None:
         self._tracer = tracer
         self._capture = capture  # content on spans: the call's messages in, its message out (redacted, capped)
+        self._details = details  # content in events: one inference details event per attempt, through this logger
+        self._holds = capture or details is not None  # the request is kept for its content
         self._metrics = metrics
         self._turns = turns
         self._attach_events = attach_events
@@ -114,7 +121,7 @@ class Chats:
         labels = {k: attrs[k] for k in _CHAT_METRIC_KEYS if k in attrs}
         # `context` is this call's own kwargs dict; a dict request is copied (a retry may change it), and under
         # capture its history list too (Hermes appends to it): the content is built from it on the records thread.
-        request = _held(request) if self._capture else dict(request) if type(request) is dict else request
+        request = _held(request) if self._holds else dict(request) if type(request) is dict else request
         return Call(span, labels, turn=turn, turn_id=text(context.get("turn_id")), key=api_request_id,
                     priced=(request, context))
 
@@ -147,7 +154,7 @@ class Chats:
             if call.key:  # api_request_error (status code, retryable, reason) follows: end the span then
                 self.failed.put(call.key, call)
             else:
-                span.end(end_time=call.end_ns)
+                self._end_failed(call)
             return
         if call.turn is not None:
             call.turn.failure = None
@@ -159,12 +166,15 @@ class Chats:
         attrs = sc.chat_response_attributes(response)
         if streaming.CLOCKS:  # a stream's chunk timing may be waiting for this span (nothing to do otherwise)
             self._stream_timing(call, attrs, context, duration)
-        if self._capture and call.priced is not None:  # built here, off the agent's thread
-            attrs.update(content_attributes(call.priced[0], response))
+        captured = content_attributes(call.priced[0], response) if self._holds and call.priced else None
+        if captured and self._capture:  # built here, off the agent's thread
+            attrs.update(captured)
         if self._costs is not None and call.priced is not None:  # the price goes on with the response's attributes
             self._costs.record(span, call.priced[0], call.priced[1], response, attrs)
         span.set_attributes(attrs)
         span.end(end_time=end_ns)
+        if captured and self._details is not None:
+            self._emit_details(self._details, span, context, end_ns, captured)
         if self._metrics is None:
             return
         labels = call.metric_attrs
@@ -174,6 +184,18 @@ class Chats:
             if key in attrs:
                 self._metrics.tokens.record(attrs[key], {**labels, "gen_ai.token.type": token_type}, context)
         self._metrics.operation_duration.record(duration, labels, context)
+
+    @staticmethod
+    def _emit_details(logger: Logger, span: Span, context: otel_context.Context, end_ns: int,
+                      captured: dict[str, str]) -> None:
+        """`gen_ai.client.inference.operation.details`: the attempt's span attributes (its conventions' ones) and
+        its content, structured (an event's attributes may be), at DEBUG as the conventions ask, in its context."""
+        attrs: dict[str, Any] = {k: v for k, v in (getattr(span, "attributes", None) or {}).items()
+                                 if k.startswith(_DETAILS_PREFIXES)}
+        attrs.update((k, json.loads(v)) for k, v in captured.items())
+        logger.emit(timestamp=end_ns, observed_timestamp=end_ns, context=context, body=None,
+                           severity_number=SeverityNumber.DEBUG, severity_text="DEBUG", event_name=DETAILS_EVENT,
+                           attributes=attrs)
 
     def _stream_timing(self, call: Call, attrs: dict[str, Any], context: otel_context.Context,
                        duration: float) -> None:
@@ -205,9 +227,21 @@ class Chats:
         for call in self.failed.pop_where(lambda c: c.turn_id == turn_id):
             self._end_failed(call)
 
-    @staticmethod
-    def _end_failed(call: Call) -> None:
-        call.span.end(end_time=call.end_ns)
+    def _end_failed(self, call: Call) -> None:
+        if self._holds and call.priced is not None:  # its content first, on the records thread
+            self._emitter.submit_end(self._failed_done, call)
+        else:
+            call.span.end(end_time=call.end_ns)
+
+    def _failed_done(self, call: Call) -> None:
+        """A failed attempt's end under capture: what it sent (there is no reply), and its details event."""
+        end_ns = call.end_ns or time.time_ns()
+        captured = content_attributes(call.priced[0], None) if call.priced is not None else {}
+        if self._capture:
+            call.span.set_attributes(captured)
+        call.span.end(end_time=end_ns)
+        if self._details is not None:
+            self._emit_details(self._details, call.span, trace.set_span_in_context(call.span), end_ns, captured)
 
 
 class Tools:

@@ -14,6 +14,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry._logs import Logger
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span
 
@@ -41,6 +42,7 @@ class Tracker:
         turn_ttl_s: float = 6 * 3600.0,
         session_ttl_s: float = 24 * 3600.0,
         capture_on_spans: bool = False,
+        details: Logger | None = None,
         emitter: Emitter | Inline | None = None,
         costs: CostLedger | None = None,
         verdicts: bool = True,
@@ -48,6 +50,7 @@ class Tracker:
         """Spans are the SDK's, started here on the calling thread. `emitter` (the records thread) takes
         what comes after a call, stamped at the call: its span's end with the attributes its response or
         outcome gives, its metric measurements, its price (`costs`). Without one, all of it runs inline.
+        `details`: content in events: each provider attempt's inference details event goes out through it.
         `verdicts`: Hermes's hooks report each tool call's outcome, which its span waits for (False when no
         hooks are registered: the span then ends when the call returns)."""
         self.capture_on_spans = capture_on_spans
@@ -62,7 +65,7 @@ class Tracker:
         self.turns = Turns(tracer, metrics, max_turns, parent_of=lambda session: self.subagents.span_of(session),
                            emitter=emitter, costs=costs)
         self.chats = Chats(tracer, metrics, self.turns, max_turns, self._attach_request_events, emitter, costs,
-                           capture_on_spans)
+                           capture_on_spans, details)
         self.tools = Tools(tracer, metrics, self.turns, max_turns, self._attach_request_events, capture_on_spans,
                            emitter, verdicts)
         self.approvals = Approvals(tracer, self.turns, self.tools, max_turns)

@@ -340,3 +340,46 @@ def test_a_chat_span_under_capture_carries_the_conversation_in_the_conventions_s
         {"role": "assistant", "finish_reason": "tool_call",
          "parts": [{"type": "tool_call", "id": "call_1", "name": "terminal", "arguments": {"command": "ls"}}]}]
     provider.shutdown()
+
+
+def test_each_attempt_has_one_inference_details_event_with_its_span_context_and_content():
+    """EVENT_ONLY: no content on the spans; one `gen_ai.client.inference.operation.details` per chat span (the
+    failed attempt's too), in that span's context, at DEBUG, with the span's conventions' attributes and the
+    content structured (valid under the conventions' schema)."""
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    records = InMemoryLogRecordExporter()
+    logs = LoggerProvider()
+    logs.add_log_record_processor(SimpleLogRecordProcessor(records))
+    tracker = Tracker(provider.get_tracer("test"), None, max_turns=3, details=logs.get_logger("test"))
+    request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    tracker.turn(TURN, SESSION, ctx())
+
+    class Boom(Exception):
+        status_code = 500
+
+    first = tracker.start_chat(request, ctx(api_request_id="a1", provider="openai"))
+    tracker.finish_chat(first, error=Boom("server exploded"))
+    second = tracker.start_chat(request, ctx(api_request_id="a1", provider="openai"))  # ends the first
+    tracker.finish_chat(second, {"id": "r1", "model": "m", "choices": [
+        {"finish_reason": "stop", "message": {"role": "assistant", "content": "hello"}}]})
+    chats = sorted((s for s in spans.get_finished_spans() if s.name == "chat m"), key=lambda s: s.start_time)
+    events = [r.log_record for r in records.get_finished_logs()]
+    assert [e.event_name for e in events] == ["gen_ai.client.inference.operation.details"] * 2
+    assert [e.span_id for e in events] == [c.context.span_id for c in chats]
+    assert all(e.severity_number.name == "DEBUG" and e.body is None for e in events)
+    assert not any(k.startswith("gen_ai.input") or k.startswith("gen_ai.output") for c in chats for k in c.attributes)
+    failed, ok = (dict(e.attributes) for e in events)
+    user = ({"role": "user", "parts": ({"type": "text", "content": "hi"},)},)
+    assert (failed["gen_ai.operation.name"], failed["error.type"], failed["gen_ai.input.messages"]) == (
+        "chat", "Boom", user)
+    assert "gen_ai.output.messages" not in failed
+    assert (ok["gen_ai.request.model"], ok["gen_ai.response.id"], ok["gen_ai.input.messages"]) == ("m", "r1", user)
+    assert ok["gen_ai.output.messages"] == (
+        {"role": "assistant", "parts": ({"type": "text", "content": "hello"},), "finish_reason": "stop"},)
+    provider.shutdown()
+    logs.shutdown()

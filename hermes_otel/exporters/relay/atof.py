@@ -414,6 +414,7 @@ def _snapshot(phase: str, span: ReadableSpan, at: int) -> _Snapshot:
 
 
 # Hooks whose happening is already a scope (start or end of a span) in the ATOF stream.
+OBSERVER_EVENTS = "hermes.observer."  # the observer records; any other event is not a mark
 SPAN_BACKED_HOOKS = frozenset({
     "hermes.observer.pre_llm_call", "hermes.observer.on_session_end", "hermes.observer.post_tool_call",
     "hermes.observer.api_request_error", "hermes.observer.pre_approval_request",
@@ -430,8 +431,8 @@ class AtofLogProcessor(LogRecordProcessor):
     def on_emit(self, log_record: Any) -> None:
         record = log_record.log_record
         name = record.event_name
-        if not name or name in SPAN_BACKED_HOOKS:
-            return
+        if not name or not name.startswith(OBSERVER_EVENTS) or name in SPAN_BACKED_HOOKS:
+            return  # (the GenAI details event describes a span ATOF already has)
         self._worker.submit(_Snapshot(
             "mark", name, record.trace_id or 0, 0, record.span_id or None, record.timestamp or time.time_ns(),
             dict(record.attributes or {}), body=record.body,
