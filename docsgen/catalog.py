@@ -22,6 +22,7 @@ from hermes_otel.capture.bridge import (
 from hermes_otel.cost import pricing as cost
 from hermes_otel.middleware import layers as mw
 from hermes_otel.semconv import AGENT_BUCKETS, CALL_COUNT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
+from hermes_otel.tracking.calls import DETAILS_EVENT
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,9 @@ class MetricDoc:
 ATTRIBUTES: dict[str, str] = {
     sc.OPERATION: "`invoke_agent`, `chat` or `execute_tool`.",
     sc.PROVIDER: "GenAI provider, mapped from Hermes's provider id (and base URL for `custom`).",
-    sc.AGENT_NAME: "Always `hermes`.",
+    sc.AGENT_NAME: "Always `hermes` (on a tool call too: the agent that called it).",
+    sc.TOOL_DESCRIPTION: "What the request's tool schema told the model the tool does (capped at 1 KiB); set when "
+    "the turn's requests carried the tool's schema.",
     sc.CONVERSATION_ID: "Hermes session id; the turns of one session share it.",
     sc.REQUEST_MODEL: "Model of the effective (possibly rewritten) request.",
     sc.REQUEST_TEMPERATURE: "Request temperature, when set.",
@@ -64,12 +67,13 @@ ATTRIBUTES: dict[str, str] = {
     sc.HERMES_RESPONSE_ID: "The id Hermes gave a streamed response (`stream-<uuid>`); not the provider's.",
     sc.RESPONSE_STUB: "`partial_stream` when the stream broke off and Hermes stood in a stub response (its finish "
                       "reason is Hermes's, so `gen_ai.response.finish_reasons` is left out).",
-    sc.RESPONSE_FINISH_REASONS: "Finish reason of each choice (or stop reason / status for other APIs).",
+    sc.RESPONSE_FINISH_REASONS: "Finish reason of each choice (or stop reason / status for other APIs), as the "
+    "provider gave it; on `invoke_agent`, the turn's last reply's.",
     sc.RESPONSE_TIME_TO_FIRST_CHUNK: "Seconds from sending a streamed request to its first chunk (of the stream that "
     "gave the reply, if Hermes re-sent it); streamed replies only. On Hermes 0.20+ the first chunk is the first text "
     "delta Hermes reports (`on_stream_delta`), timed from the attempt's start: a reply that only calls tools has none.",
-    sc.USAGE_INPUT: "Input (prompt) tokens.",
-    sc.USAGE_OUTPUT: "Output (completion) tokens.",
+    sc.USAGE_INPUT: "Input (prompt) tokens; on `invoke_agent`, the total of the turn's attempts that reported usage.",
+    sc.USAGE_OUTPUT: "Output (completion) tokens; on `invoke_agent`, the turn's total.",
     sc.USAGE_CACHE_READ: "Input tokens served from the provider's cache.",
     sc.USAGE_CACHE_WRITE: "Input tokens written to the provider's cache.",
     sc.USAGE_REASONING: "Reasoning tokens, when reported.",
@@ -172,6 +176,87 @@ ATTRIBUTES: dict[str, str] = {
     "attribute).",
 }
 
+# The GenAI conventions' attributes of each span kind (semantic-conventions-genai, as its reports score reference
+# instrumentations): level, and whether we set it, or why not. A test holds the "set" ones to what is emitted.
+_ALWAYS, _CAPTURE = "set", "set under span capture (`SPAN_ONLY`, `SPAN_AND_EVENT`) and in the details event"
+CONVENTIONS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "chat": (
+        (sc.OPERATION, "Required", _ALWAYS),
+        (sc.PROVIDER, "Required", _ALWAYS),
+        (sc.ERROR_TYPE, "Conditionally Required", "set on a failed attempt"),
+        (sc.CONVERSATION_ID, "Conditionally Required", _ALWAYS),
+        ("gen_ai.output.type", "Conditionally Required", "not set: Hermes asks for text"),
+        (sc.REQUEST_CHOICE_COUNT, "Conditionally Required", "set when the request has `n`"),
+        (sc.REQUEST_MODEL, "Conditionally Required", _ALWAYS),
+        (sc.REQUEST_SEED, "Conditionally Required", "set when the request has one"),
+        (sc.SERVER_PORT, "Conditionally Required", "set from the provider's base URL"),
+        (sc.REQUEST_FREQUENCY_PENALTY, "Recommended", "set when the request has one"),
+        (sc.REQUEST_MAX_TOKENS, "Recommended", "set when the request has one"),
+        (sc.REQUEST_PRESENCE_PENALTY, "Recommended", "set when the request has one"),
+        (sc.REQUEST_STOP, "Recommended", "set when the request has one"),
+        (sc.REQUEST_TEMPERATURE, "Recommended", "set when the request has one"),
+        (sc.REQUEST_TOP_K, "Recommended", "set when the request has one"),
+        (sc.REQUEST_TOP_P, "Recommended", "set when the request has one"),
+        (sc.RESPONSE_FINISH_REASONS, "Recommended", "set from the reply"),
+        (sc.RESPONSE_ID, "Recommended", "set from the reply (Hermes's own id of a streamed reply is "
+         "`hermes.response.id`)"),
+        (sc.RESPONSE_MODEL, "Recommended", "set from the reply"),
+        (sc.RESPONSE_TIME_TO_FIRST_CHUNK, "Recommended", "set for a streamed reply"),
+        (sc.USAGE_INPUT, "Recommended", "set when the reply reports usage"),
+        (sc.USAGE_OUTPUT, "Recommended", "set when the reply reports usage"),
+        (sc.USAGE_CACHE_READ, "Recommended", "set when the reply reports it"),
+        (sc.USAGE_CACHE_WRITE, "Recommended", "set when the reply reports it"),
+        (sc.USAGE_REASONING, "Recommended", "set when the reply reports it"),
+        (sc.SERVER_ADDRESS, "Recommended", "set from the provider's base URL"),
+        ("gen_ai.input.messages", "Opt-In", _CAPTURE),
+        ("gen_ai.output.messages", "Opt-In", _CAPTURE),
+        ("gen_ai.system_instructions", "Opt-In", _CAPTURE + ", where the API takes instructions apart"),
+        ("gen_ai.tool.definitions", "Opt-In", _CAPTURE),
+    ),
+    "invoke_agent": (
+        (sc.OPERATION, "Required", _ALWAYS),
+        (sc.PROVIDER, "Conditionally Required", "not set: the turn's attempts may use several providers (each "
+         "`chat` span has its own)"),
+        (sc.ERROR_TYPE, "Conditionally Required", "set when the turn did not complete"),
+        ("gen_ai.agent.description", "Conditionally Required", "not set: Hermes has no agent description"),
+        ("gen_ai.agent.id", "Conditionally Required", "not set: Hermes has no agent id (the session is "
+         "`gen_ai.conversation.id`)"),
+        (sc.AGENT_NAME, "Conditionally Required", _ALWAYS),
+        (sc.CONVERSATION_ID, "Conditionally Required", _ALWAYS),
+        (sc.REQUEST_MODEL, "Conditionally Required", "set when Hermes names the turn's model"),
+        (sc.RESPONSE_FINISH_REASONS, "Recommended", "set: the last reply's"),
+        (sc.USAGE_INPUT, "Recommended", "set: the turn's total"),
+        (sc.USAGE_OUTPUT, "Recommended", "set: the turn's total"),
+        (sc.SERVER_ADDRESS, "Recommended", "not set: on each `chat` span"),
+        ("gen_ai.input.messages", "Opt-In", "set under span capture: the user's message"),
+        ("gen_ai.output.messages", "Opt-In", "set under span capture: the final answer"),
+        ("gen_ai.system_instructions", "Opt-In", "not set: on each `chat` span"),
+        ("gen_ai.tool.definitions", "Opt-In", "not set: on each `chat` span"),
+    ),
+    "execute_tool": (
+        (sc.OPERATION, "Required", _ALWAYS),
+        (sc.ERROR_TYPE, "Conditionally Required", "set when the call failed or was blocked"),
+        (sc.AGENT_NAME, "Conditionally Required", _ALWAYS),
+        (sc.TOOL_CALL_ID, "Recommended", "set when the model gave one"),
+        (sc.TOOL_DESCRIPTION, "Recommended", "set when the turn's requests carried the tool's schema"),
+        (sc.TOOL_NAME, "Recommended", _ALWAYS),
+        (sc.TOOL_TYPE, "Recommended", _ALWAYS),
+        ("gen_ai.tool.call.arguments", "Opt-In", "set under span capture"),
+        ("gen_ai.tool.call.result", "Opt-In", "set under span capture"),
+    ),
+}
+
+
+def _coverage() -> list[str]:
+    out = ["## GenAI conventions, by span kind", "",
+           "What the conventions ask of each span kind, and what we set. Content (Opt-In) is also in the "
+           f"`{DETAILS_EVENT}` event under `EVENT_ONLY` / `SPAN_AND_EVENT`.", ""]
+    for kind, rows in CONVENTIONS.items():
+        out += [f"### `{kind}`", "", "| attribute | level | set? |", "|---|---|---|"]
+        out += [f"| `{name}` | {level} | {how} |" for name, level, how in rows] + [""]
+    return out
+
+
 SPANS: tuple[SpanDoc, ...] = (
     SpanDoc(
         "invoke_agent hermes",
@@ -185,8 +270,9 @@ SPANS: tuple[SpanDoc, ...] = (
         "is status ERROR with `error.type` (`interrupted`, the failed attempt's error type, `incomplete`, or the end "
         "reason).",
         (sc.OPERATION, sc.AGENT_NAME, sc.CONVERSATION_ID, sc.TURN_ID, sc.TASK_ID, sc.PLATFORM, sc.REQUEST_MODEL,
-         sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, sc.ERROR_TYPE, "gen_ai.input.messages",
-         "gen_ai.output.messages", cost.TURN_COST, cost.TURN_COST_STATUS, cost.PROFILE),
+         sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, sc.ERROR_TYPE, sc.USAGE_INPUT, sc.USAGE_OUTPUT,
+         sc.RESPONSE_FINISH_REASONS, "gen_ai.input.messages", "gen_ai.output.messages", cost.TURN_COST,
+         cost.TURN_COST_STATUS, cost.PROFILE),
     ),
     SpanDoc(
         "chat {gen_ai.request.model}",
@@ -206,15 +292,16 @@ SPANS: tuple[SpanDoc, ...] = (
          sc.API_ATTEMPT, sc.API_MODE, sc.HERMES_PROVIDER, sc.ERROR_TYPE, sc.HTTP_STATUS, sc.API_RETRY_COUNT,
          sc.API_MAX_RETRIES, sc.API_RETRYABLE, sc.API_ERROR_REASON, cost.USAGE_COST, cost.USAGE_COST_STATUS,
          cost.USAGE_COST_SOURCE, cost.USAGE_PRICING_VERSION, cost.USAGE_COST_REASON, sc.LLM_PURPOSE,
-         "gen_ai.input.messages", "gen_ai.output.messages"),
+         "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.tool.definitions"),
     ),
     SpanDoc(
         "execute_tool {gen_ai.tool.name}",
         "INTERNAL",
         "One per tool call, around the `tool_execution` chain (once per call, also for parallel batches, where "
         "Hermes runs the chain twice). Status from `post_tool_call`; a call blocked before execution still gets one.",
-        (sc.OPERATION, sc.TOOL_NAME, sc.TOOL_CALL_ID, sc.TOOL_TYPE, sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID,
-         sc.TOOL_STATUS, sc.ERROR_TYPE, sc.HTTP_STATUS, "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"),
+        (sc.OPERATION, sc.AGENT_NAME, sc.TOOL_NAME, sc.TOOL_DESCRIPTION, sc.TOOL_CALL_ID, sc.TOOL_TYPE,
+         sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID, sc.TOOL_STATUS, sc.ERROR_TYPE, sc.HTTP_STATUS,
+         "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"),
     ),
     SpanDoc(
         "approval",
@@ -458,6 +545,15 @@ def telemetry_markdown() -> str:
         + " fields, redacted and capped. These records never carry the conversation history (a `chat` span does "
         "under span capture: see privacy.md).",
         "",
+        f"### `{DETAILS_EVENT}`",
+        "",
+        "Under `EVENT_ONLY` and `SPAN_AND_EVENT`: one event per `chat` span (a failed attempt's included), in that "
+        "span's context, at severity DEBUG, as the GenAI conventions define it: the span's `gen_ai.*`, `server.*` "
+        "and `error.type` attributes, and its content structured (an event's attributes may be): "
+        "`gen_ai.input.messages`, `gen_ai.output.messages` (none for a failed attempt), `gen_ai.system_instructions` "
+        "and `gen_ai.tool.definitions` where the request has them, in the conventions' message schema, redacted and "
+        "capped as on spans. No body.",
+        "",
         "### Hermes's own log lines",
         "",
         f"Hermes's own log lines (its loggers: `agent.*`, `tools.*`, `hermes_cli.*`, `gateway.*`, ...), at "
@@ -475,6 +571,7 @@ def telemetry_markdown() -> str:
         *_table(HERMES_LOG_ATTRIBUTES.items()),
         "",
     ]
+    out += _coverage()
     out += ["## Metrics", "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]
     for m in METRICS:
         names = ", ".join(f"`{a}`" for a in m.attributes)

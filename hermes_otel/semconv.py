@@ -27,6 +27,7 @@ SCOPE = "hermes_otel"
 OPERATION = "gen_ai.operation.name"
 PROVIDER = "gen_ai.provider.name"
 AGENT_NAME = "gen_ai.agent.name"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
 CONVERSATION_ID = "gen_ai.conversation.id"
 REQUEST_MODEL = "gen_ai.request.model"
 REQUEST_TEMPERATURE = "gen_ai.request.temperature"
@@ -404,7 +405,7 @@ def _first_counts(get: Callable[[str], Any], fields: tuple[tuple[str, tuple[str,
 
 
 def tool_attributes(tool_name: Any, context: Mapping[str, Any]) -> dict[str, Any]:
-    attrs: dict[str, Any] = {OPERATION: OP_TOOL, TOOL_TYPE: "function"}
+    attrs: dict[str, Any] = {OPERATION: OP_TOOL, TOOL_TYPE: "function", AGENT_NAME: AGENT}
     if isinstance(tool_name, str) and tool_name:
         attrs[TOOL_NAME] = tool_name
     call_id = context.get("tool_call_id")
@@ -412,6 +413,18 @@ def tool_attributes(tool_name: Any, context: Mapping[str, Any]) -> dict[str, Any
         attrs[TOOL_CALL_ID] = call_id
     attrs.update(_context_ids(context))
     return attrs
+
+
+def tool_descriptions(tools: Any, cap: int = 1024) -> dict[str, str]:
+    """Each tool's description from a request's tool list (chat completions, Responses, Anthropic shapes): what
+    the model was told the tool does, capped."""
+    out: dict[str, str] = {}
+    for tool in tools if isinstance(tools, (list, tuple)) else ():
+        spec = tool.get("function", tool) if isinstance(tool, Mapping) else None
+        if isinstance(spec, Mapping) and isinstance(name := spec.get("name"), str) \
+                and isinstance(about := spec.get("description"), str) and about:
+            out[name] = about[:cap]
+    return out
 
 
 def turn_attributes(session_id: str, turn_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -169,6 +169,8 @@ class Chats:
         captured = content_attributes(call.priced[0], response) if self._holds and call.priced else None
         if captured and self._capture:  # built here, off the agent's thread
             attrs.update(captured)
+        if call.turn is not None:
+            call.turn.tally(attrs, call.priced[0] if call.priced is not None else None)
         if self._costs is not None and call.priced is not None:  # the price goes on with the response's attributes
             self._costs.record(span, call.priced[0], call.priced[1], response, attrs)
         span.set_attributes(attrs)
@@ -387,6 +389,9 @@ class Tools:
         self._emitter.submit_end(self._close, call, duration)
 
     def _close(self, call: Call, duration: float) -> None:
+        turn, name = call.turn, call.metric_attrs.get(sc.TOOL_NAME, "")
+        if turn is not None and (about := turn.tool_descriptions.get(name)):  # the schema the model was given
+            call.span.set_attribute(sc.TOOL_DESCRIPTION, about)
         call.span.end(end_time=call.end_ns)
         if self._metrics is not None:
             self._metrics.tool_duration.record(duration, call.metric_attrs, trace.set_span_in_context(call.span))

@@ -51,6 +51,31 @@ class Turn:
     # Hermes abandons after its retries (it fires no on_session_end then) ends with it.
     failure: tuple[str, int] | None = None
     baggage: Mapping[str, object] = field(default_factory=dict)  # the caller's (its context's, the environment's)
+    # Rolled up on the records thread from the turn's attempts, for its root (invoke_agent):
+    usage: list[int] | None = None  # [input, output] tokens of the attempts that reported usage
+    finish_reasons: tuple[str, ...] = ()  # the last reply's
+    tools: Any = None  # the last request's tool list, and what it says of each tool (execute_tool's description)
+    tool_descriptions: dict[str, str] = field(default_factory=dict)
+
+    def tally(self, attrs: Mapping[str, Any], request: Any) -> None:
+        """One successful attempt's response attributes (and its request's tools) into the turn's roll-up."""
+        if sc.USAGE_INPUT in attrs or sc.USAGE_OUTPUT in attrs:
+            usage = self.usage = self.usage or [0, 0]
+            usage[0] += attrs.get(sc.USAGE_INPUT, 0)
+            usage[1] += attrs.get(sc.USAGE_OUTPUT, 0)
+        if reasons := attrs.get(sc.RESPONSE_FINISH_REASONS):
+            self.finish_reasons = tuple(reasons)
+        tools = request.get("tools") if type(request) is dict else None
+        if tools is not None and tools is not self.tools:  # Hermes sends the same list each time: read once
+            self.tools, self.tool_descriptions = tools, sc.tool_descriptions(tools)
+
+    def rolled_up(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        if self.usage is not None:
+            attrs[sc.USAGE_INPUT], attrs[sc.USAGE_OUTPUT] = self.usage
+        if self.finish_reasons:
+            attrs[sc.RESPONSE_FINISH_REASONS] = self.finish_reasons
+        return attrs
 
 
 class Turns:
@@ -164,6 +189,7 @@ class Turns:
         if error is not None:
             span.set_attribute(sc.ERROR_TYPE, error)
             span.set_status(Status(StatusCode.ERROR, message))
+        span.set_attributes(turn.rolled_up())  # its attempts' tokens and last finish reasons, tallied before this
         if self._costs is not None:  # the turn's total, its attempts priced before this runs
             span.set_attributes(self._costs.turn_attributes(turn_id))
         span.end(end_time=end_ns)

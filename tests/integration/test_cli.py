@@ -189,9 +189,11 @@ def test_demo_shows_the_middleware_layer_and_does_not_point_at_what_it_removed()
     assert sum(bool(re.match(r"[|` ]*`- POST ", line)) for line in demo.stdout.splitlines()) == 2
     # The scripted model publishes prices (3 and 15 USD per million tokens); Hermes's pricing prices both calls.
     lines = demo.stdout.splitlines()
-    assert next(line for line in lines if line.startswith("invoke_agent")).endswith("total $0.000276")
-    assert [line.rsplit("  ", 1)[-1] for line in lines if line.startswith(("|- chat", "`- chat"))] == [
-        "cost $0.000138", "cost $0.000138"]
+    # The turn's total first (before its tokens, which a narrow terminal may cut), then each call's price.
+    assert "model fake-model  total $0.000276  tokens " in next(line for line in lines
+                                                          if line.startswith("invoke_agent"))
+    assert [re.search(r"cost \$[0-9.]+", line).group(0) for line in lines if line.startswith(("|- chat", "`- chat"))
+            ] == ["cost $0.000138", "cost $0.000138"]
     assert "Cost: $0.000276 for the turn, each model call priced by Hermes's own pricing" in demo.stdout
     assert demo.stdout.rstrip().endswith("run `hermes-otel demo --keep` to keep its files and view them again)")
 

@@ -74,3 +74,16 @@ def test_the_exit_wait_the_docs_promise_is_the_one_the_exporters_use():
     promises += [(root / "docs" / name).read_text() for name in ("index.md", "architecture.md")]
     said = {int(n) for text in promises for n in re.findall(r"(?:exit waits|waits) at most (\d+) ms", text)}
     assert said == {round(SPOOL_WAIT_S * 1000)}, said
+
+
+def test_the_conventions_table_says_set_exactly_of_what_each_span_kind_documents():
+    """docs/telemetry.md's conventions table: an attribute marked set is among the span kind's documented (and so,
+    by tests/harness/documented.py, emitted) attributes; one marked not set is not."""
+    from docsgen import catalog
+
+    spans = {"chat": catalog.SPANS[1], "invoke_agent": catalog.SPANS[0], "execute_tool": catalog.SPANS[2]}
+    for kind, rows in catalog.CONVENTIONS.items():
+        documented = set(spans[kind].attributes)
+        for name, level, how in rows:
+            assert level in ("Required", "Conditionally Required", "Recommended", "Opt-In"), level
+            assert (name in documented) is how.startswith("set"), (kind, name, how)

@@ -383,3 +383,27 @@ def test_each_attempt_has_one_inference_details_event_with_its_span_context_and_
         {"role": "assistant", "parts": ({"type": "text", "content": "hello"},), "finish_reason": "stop"},)
     provider.shutdown()
     logs.shutdown()
+
+
+def test_the_turn_root_totals_its_attempts_and_a_tool_span_says_what_the_model_was_told_of_it(env):
+    """invoke_agent: the turn's token totals and the last reply's finish reasons; execute_tool: the agent's name
+    and the tool's description from the schema the request gave the model (read once per tool list)."""
+    tracker, exporter, _ = env
+    tools = [{"type": "function", "function": {"name": "terminal", "description": "Run a shell command",
+                                               "parameters": {"type": "object"}}}]
+    tracker.turn(TURN, SESSION, ctx())
+    for n, (reason, usage) in enumerate([("tool_calls", (10, 3)), ("stop", (20, 5))], 1):
+        call = tracker.start_chat({"model": "m", "tools": tools}, ctx(api_request_id=f"a{n}"))
+        tracker.finish_chat(call, {"id": f"r{n}", "model": "m", "choices": [{"finish_reason": reason}],
+                                   "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]}})
+        if n == 1:
+            tool = tracker.start_tool("terminal", ctx(tool_call_id="c1"))
+            tracker.finish_tool(tool, ctx(tool_call_id="c1"))
+            tracker.tool_outcome(ctx(tool_call_id="c1", status="ok"))
+    tracker.end_turn(TURN, {"completed": True, "interrupted": False})
+    spans = by_name(exporter)
+    root, tool_span = spans["invoke_agent hermes"], spans["execute_tool terminal"]
+    assert (root.attributes["gen_ai.usage.input_tokens"], root.attributes["gen_ai.usage.output_tokens"]) == (30, 8)
+    assert root.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert (tool_span.attributes["gen_ai.agent.name"], tool_span.attributes["gen_ai.tool.description"]) == (
+        "hermes", "Run a shell command")
