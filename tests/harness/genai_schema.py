@@ -53,3 +53,24 @@ def check_definitions(definitions: Any) -> None:
         assert isinstance(definition.get("type"), str) and isinstance(definition.get("name"), str), definition
         _opt_str(definition, "description")
         assert isinstance(definition.get("parameters"), (dict, bool, type(None))), definition
+
+
+def openinference_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """The messages a backend holds as OpenInference's flattened attributes (`llm.input_messages.0.message.role`,
+    ...), as Phoenix shows them: role, text, tool calls (name, parsed arguments) and the tool call a result answers."""
+    import json
+
+    messages = []
+    i = 0
+    while f"{prefix}.{i}.message.role" in attrs:
+        at = f"{prefix}.{i}.message"
+        calls = []
+        j = 0
+        while f"{at}.tool_calls.{j}.tool_call.function.name" in attrs:
+            call = f"{at}.tool_calls.{j}.tool_call"
+            calls.append((attrs[f"{call}.function.name"], json.loads(attrs[f"{call}.function.arguments"])))
+            j += 1
+        messages.append({"role": attrs[f"{at}.role"], "content": attrs.get(f"{at}.content"), "tool_calls": calls,
+                         "tool_call_id": attrs.get(f"{at}.tool_call_id")})
+        i += 1
+    return messages

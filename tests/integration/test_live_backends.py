@@ -19,6 +19,7 @@ import pytest
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
 from tests.harness import dashboards as dq
 from tests.harness.backends import Phoenix, Prometheus, free_port, wait_until
+from tests.harness.genai_schema import openinference_messages
 from tests.harness.hermes import install_test_plugins, write_home
 
 pytestmark = pytest.mark.hermes
@@ -88,6 +89,7 @@ def live(llm) -> Iterator[dict]:
         mp.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", phoenix.otlp_traces)
         mp.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
         mp.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        mp.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")  # opted in: Phoenix's view of it
         install_test_plugins(home)
         write_home(home, priced.base_url, plugins=("mw_alpha", "mw_beta"))
         discover_plugins(force=True)
@@ -266,3 +268,26 @@ def test_phoenix_groups_the_turns_into_one_session(live):
     assert session["session_id"] == conversation
     assert sorted(t["trace_id"] for t in session["traces"]) == sorted(r["context"]["trace_id"] for r in roots)
 
+
+
+def test_phoenix_shows_each_model_call_as_a_conversation_from_plain_otlp(live):
+    """No preset, no OpenInference attributes from us: Phoenix reads the conventions' messages itself (it converts
+    them only when they validate against the schema) into its conversation view."""
+    phoenix: Phoenix = live["phoenix"]
+    spans = _phoenix_spans(phoenix, TURNS)
+    # The first turn (the script gives both turns the same tool call ids, which Hermes repairs in the second's history)
+    turn = min((s for s in spans if s["name"] == "invoke_agent hermes"), key=lambda s: s["start_time"])
+    chats = sorted((s for s in spans if s["name"] == "chat fake-model" and s["status_code"] != "ERROR"
+                    and s["context"]["trace_id"] == turn["context"]["trace_id"]), key=lambda s: s["start_time"])
+    first, second, final = (c["attributes"] for c in chats)
+    sent = openinference_messages(final, "llm.input_messages")
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert sent[1]["content"] == "live turn 0"
+    assert sent[2]["tool_calls"] == [("terminal", {"command": "echo live"})]
+    assert sent[3]["tool_call_id"] == "call_ok" and json.loads(sent[3]["content"])["output"] == "live"
+    assert sent[4]["tool_calls"] == [("read_file", {"path": "/nonexistent/hermes-otel-live.txt"})]
+    assert openinference_messages(first, "llm.output_messages") == [
+        {"role": "assistant", "content": None, "tool_calls": [("terminal", {"command": "echo live"})],
+         "tool_call_id": None}]
+    assert openinference_messages(final, "llm.output_messages") == [
+        {"role": "assistant", "content": "done", "tool_calls": [], "tool_call_id": None}]

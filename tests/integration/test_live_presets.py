@@ -16,6 +16,7 @@ import pytest
 
 from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall, Usage
 from tests.harness.backends import MLflow, Phoenix, wait_until
+from tests.harness.genai_schema import check_messages, openinference_messages
 from tests.harness.hermes import write_home
 
 pytestmark = pytest.mark.hermes
@@ -77,13 +78,22 @@ def test_phoenix_preset_shows_the_turn_through_phoenixs_api(llm):
         assert (a["llm.token_count.prompt"], a["llm.token_count.completion"], a["llm.token_count.total"]) == (
             usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens + usage.completion_tokens)
         assert a["llm.model_name"] == "fake-model"
-    # The model call's input and output (content capture on), as Phoenix shows them.
-    sent = json.loads(final["attributes"]["input.value"])
-    assert [m["role"] for m in sent][-3:] == ["user", "assistant", "tool"]
-    assert sent[-3]["content"] == "run the preset"
-    assert json.loads(final["attributes"]["output.value"]) == [{"role": "assistant", "content": "preset done"}]
-    calls = json.loads(first["attributes"]["output.value"])[0]["tool_calls"]
-    assert calls == [{"name": "terminal", "arguments": json.dumps({"command": "echo preset"})}]
+    # The model calls as conversations (content capture on), as Phoenix shows them: role cards, the tool call,
+    # its result, the answer.
+    sent = openinference_messages(final["attributes"], "llm.input_messages")
+    assert sent[0]["role"] == "system" and sent[0]["content"].startswith("You are Hermes")
+    assert sent[-3:] == [
+        {"role": "user", "content": "run the preset", "tool_calls": [], "tool_call_id": None},
+        {"role": "assistant", "content": None, "tool_calls": [("terminal", {"command": "echo preset"})],
+         "tool_call_id": None},
+        {"role": "tool", "content": sent[-1]["content"], "tool_calls": [], "tool_call_id": "call_T"}]
+    assert json.loads(sent[-1]["content"])["output"] == "preset"
+    assert openinference_messages(final["attributes"], "llm.output_messages") == [
+        {"role": "assistant", "content": "preset done", "tool_calls": [], "tool_call_id": None}]
+    assert openinference_messages(first["attributes"], "llm.output_messages") == [
+        {"role": "assistant", "content": None, "tool_calls": [("terminal", {"command": "echo preset"})],
+         "tool_call_id": None}]
+    assert final["attributes"]["llm.finish_reason"] == "stop"  # Phoenix's own reading of our messages
 
 
 def test_mlflow_preset_shows_the_turn_through_mlflows_api(llm):
@@ -119,6 +129,18 @@ def test_mlflow_preset_shows_the_turn_through_mlflows_api(llm):
                                                "total_tokens": usage.prompt_tokens + usage.completion_tokens,
                                                "cache_read_input_tokens": 0}
         assert a["mlflow.llm.model"] == "fake-model"
-    # The model call's inputs and outputs (content capture on), as MLflow stores them.
-    assert [m["role"] for m in attrs[3]["mlflow.spanInputs"]][-3:] == ["user", "assistant", "tool"]
-    assert attrs[3]["mlflow.spanOutputs"] == [{"role": "assistant", "content": "preset done"}]
+    # The model calls' inputs and outputs (content capture on), as MLflow stores them: the conventions' messages.
+    inputs = attrs[3]["mlflow.spanInputs"]
+    check_messages(inputs)
+    assert inputs[-3:] == [
+        {"role": "user", "parts": [{"type": "text", "content": "run the preset"}]},
+        {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_T", "name": "terminal",
+                                         "arguments": {"command": "echo preset"}}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_T",
+                                    "response": inputs[-1]["parts"][0]["response"]}]}]
+    assert attrs[3]["mlflow.spanOutputs"] == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "preset done"}], "finish_reason": "stop"}]
+    assert attrs[1]["mlflow.spanOutputs"] == [
+        {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_T", "name": "terminal",
+                                         "arguments": {"command": "echo preset"}}], "finish_reason": "tool_call"}]
+    assert "terminal" in {tool["name"] for tool in attrs[3]["mlflow.chat.tools"]}

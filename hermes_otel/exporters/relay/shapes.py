@@ -8,8 +8,9 @@
   `exception` events. Middleware layers, approvals and foreign spans are left out.
 * `openinference`: every span, plus the OpenInference attributes Arize
   Phoenix and other OpenInference backends read (`openinference.span.kind`,
-  `llm.*`, `tool.name`, `session.id`, `input.value` / `output.value` when
-  content capture put content on the span), and `openinference.project.name`
+  `llm.*`, `tool.name`, `session.id`, and when content capture put content on the
+  span `input.value` / `output.value` and the model call's messages flattened as
+  `llm.input_messages.*` / `llm.output_messages.*`), and `openinference.project.name`
   on the resource (the service name) unless set.
 
 Each endpoint may also override the resource (`service_name`, ...). The work
@@ -18,6 +19,7 @@ happens on the export thread, never on the agent's.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -84,9 +86,53 @@ def openinference_attributes(span: ReadableSpan) -> dict[str, Any]:
     for source, target in pairs:
         if source in attrs:
             extra[target] = attrs[source]
+            if target in ("input.value", "output.value") and source.endswith("messages"):
+                extra[target.replace("value", "mime_type")] = "application/json"
     if sc.USAGE_INPUT in attrs and sc.USAGE_OUTPUT in attrs:
         extra["llm.token_count.total"] = attrs[sc.USAGE_INPUT] + attrs[sc.USAGE_OUTPUT]
+    if kind == "LLM":  # the conversation as OpenInference's flattened messages: role cards, tool calls, results
+        for source, prefix in (("gen_ai.input.messages", "llm.input_messages"),
+                               ("gen_ai.output.messages", "llm.output_messages")):
+            if isinstance(text := attrs.get(source), str):
+                extra.update(_flattened(text, prefix))
     return extra
+
+
+def _flattened(text: str, prefix: str) -> dict[str, Any]:
+    """Messages in the GenAI conventions' schema (our JSON, valid by construction) as OpenInference attributes."""
+    try:
+        messages = json.loads(text)
+    except ValueError:
+        return {}
+    out: dict[str, Any] = {}
+    for i, message in enumerate(messages if isinstance(messages, list) else ()):
+        if not isinstance(message, dict):
+            continue
+        at = f"{prefix}.{i}.message"
+        out[f"{at}.role"] = str(message.get("role", ""))
+        texts, calls = [], 0
+        for part in message.get("parts") or ():
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text":
+                texts.append(str(part.get("content", "")))
+            elif kind == "tool_call":
+                call = f"{at}.tool_calls.{calls}.tool_call"
+                calls += 1
+                out[f"{call}.function.name"] = str(part.get("name", ""))
+                out[f"{call}.function.arguments"] = _as_text(part.get("arguments"))
+                if isinstance(part.get("id"), str):
+                    out[f"{call}.id"] = part["id"]
+            elif kind == "tool_call_response":
+                texts.append(_as_text(part.get("response")))
+                if isinstance(part.get("id"), str):
+                    out[f"{at}.tool_call_id"] = part["id"]
+        if texts:
+            out[f"{at}.content"] = "\n".join(texts)
+    return out
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 class ShapedSpanExporter(SpanExporter):
