@@ -193,7 +193,7 @@ def per_call_rows(plugin: Plugin, label: str) -> list[dict]:
     return rows
 
 
-def history_rows(plugin: Plugin) -> list[dict]:
+def history_rows(plugin: Plugin, label: str = "") -> list[dict]:
     """Per-turn cost at 10, 100 and 1000 history messages; the lengths take turns within each round,
     so that drift on this machine cannot pass for growth."""
     hermes = drivers.Hermes()
@@ -205,7 +205,7 @@ def history_rows(plugin: Plugin) -> list[dict]:
             messages = histories[length]
             runs[length].append(measure(plugin, lambda i, messages=messages: hermes.turn(i, messages),
                                         calls=max(CALLS // 4, 20), rounds=1))
-    return [{"case": f"turn (2 llm + 1 tool), {length} msgs", "history": length,
+    return [{"case": f"turn (2 llm + 1 tool), {length} msgs{', ' + label if label else ''}", "history": length,
              **{key: round(statistics.median(r[key] for r in runs[length]), 2) for key in runs[length][0]}}
             for length in lengths]
 
@@ -357,6 +357,8 @@ def main() -> int:
             per_call += per_call_rows(plugin, label)
             if label == "embedded files":
                 report["history"] = history_rows(plugin)
+            if label == "embedded files, capture on":  # the whole history on each chat span, built off-thread
+                report["history_capture"] = history_rows(plugin, "capture on")
                 report["throughput"] = throughput(plugin)
                 report["memory"] = [memory(plugin, "embedded files")]
             if label == "OTLP loopback":
@@ -377,9 +379,11 @@ def main() -> int:
         plugin.close()
         report.setdefault("exit_s", {})[label] = round(time.perf_counter() - started, 2)
     report["per_call"] = per_call
-    h = {row["history"]: row for row in report["history"]}
-    report["history_ratio_1000_vs_10"] = {
-        key: round(h[1000][key] / h[10][key], 2) for key in ("agent_wall_us", "total_cpu_us") if h[10][key] > 0}
+    for rows, name in ((report["history"], "history_ratio_1000_vs_10"),
+                       (report["history_capture"], "history_capture_ratio_1000_vs_10")):
+        h = {row["history"]: row for row in rows}
+        report[name] = {key: round(h[1000][key] / h[10][key], 2) for key in ("agent_wall_us", "total_cpu_us")
+                        if h[10][key] > 0}
 
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(report, indent=2, default=str))
@@ -399,7 +403,7 @@ def markdown(report: dict) -> str:
         lines.append(f"| {r['case']} | {r['agent_wall_us']:.0f} µs | {r['agent_cold_us']:.0f} µs | "
                      f"{r['floor_wall_us']:.0f} µs | {r['total_cpu_us']:.0f} µs | {r['floor_cpu_us']:.0f} µs | "
                      f"{r['total_vs_floor']:.2f}× |")
-    for r in report["history"]:
+    for r in report["history"] + report["history_capture"]:
         lines.append(f"| {r['case']} | {r['agent_wall_us']:.0f} µs | {r['agent_cold_us']:.0f} µs | | "
                      f"{r['total_cpu_us']:.0f} µs | | |")
     lines += ["", f"| collector ({report['latency_turns']} turns each, the model idle 15-30 ms between them) "
@@ -412,9 +416,11 @@ def markdown(report: dict) -> str:
     for m in report["memory"]:
         lines.append(f"| {m['case']} | {m['growth_mb']:.1f} MB | {m['records_dropped']} |")
     t = report["throughput"]
-    ratio = report["history_ratio_1000_vs_10"]
+    ratio, captured = report["history_ratio_1000_vs_10"], report["history_capture_ratio_1000_vs_10"]
     lines += ["", f"History 1000 vs 10 messages, added per turn: {ratio.get('agent_wall_us')}× on the agent's "
-              f"thread, {ratio.get('total_cpu_us')}× in CPU. Throughput: {t['events_per_s']:,} observer events/s "
+              f"thread, {ratio.get('total_cpu_us')}× in CPU; with capture on (each chat span carries the history, "
+              f"capped), {captured.get('agent_wall_us')}× on the agent's thread, {captured.get('total_cpu_us')}× in "
+              f"CPU. Throughput: {t['events_per_s']:,} observer events/s "
               f"end to end on one core ({t['agent_thread_events_per_s']:,}/s on the agent's thread)."]
     return "\n".join(lines) + "\n"
 
@@ -422,13 +428,14 @@ def markdown(report: dict) -> str:
 def _print(report: dict) -> None:
     cols = ("without_us", "agent_wall_us", "agent_cold_us", "total_cpu_us", "floor_wall_us", "floor_cpu_us",
             "agent_vs_floor", "total_vs_floor")
-    rows = report["per_call"] + report["history"]
+    rows = report["per_call"] + report["history"] + report["history_capture"]
     width = max(len(r["case"]) for r in rows)
     print(f"µs per call, medians of {report['rounds']} rounds × {report['calls']} calls ({report['cpus']} cpus)")
     print(f"{'case':<{width}}  " + "  ".join(f"{c.removesuffix('_us'):>12}" for c in cols))
     for r in rows:
         print(f"{r['case']:<{width}}  " + "  ".join(f"{r.get(c, ''):>12}" for c in cols))
-    print(f"added per turn, 1000 vs 10 history messages: {report['history_ratio_1000_vs_10']}")
+    print(f"added per turn, 1000 vs 10 history messages: {report['history_ratio_1000_vs_10']}; capture on: "
+          f"{report['history_capture_ratio_1000_vs_10']}")
     print(f"throughput: {report['throughput']}")
     for m in report["memory"]:
         print(f"memory: {m}")

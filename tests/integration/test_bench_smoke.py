@@ -34,6 +34,8 @@ def test_the_benchmark_runs_and_reports_every_section(tmp_path: Path) -> None:
         {"span": 1, "metric": 2, "log": 3},  # execute_tool; duration + calls; pre/post/transform hooks
     ]
     assert [row["history"] for row in report["history"]] == [10, 100, 1000]
+    assert [row["case"] for row in report["history_capture"]] == [
+        f"turn (2 llm + 1 tool), {n} msgs, capture on" for n in (10, 100, 1000)]
     assert [m["records_dropped"] for m in report["memory"]] == [0, 0, 0]
     assert [lat["case"] for lat in report["latency"]] == [
         "collector healthy (OTLP loopback)", "collector down (refused)", "collector hanging", "collector slow (5 s)"]
