@@ -94,6 +94,8 @@ def test_phoenix_preset_shows_the_turn_through_phoenixs_api(llm):
         {"role": "assistant", "content": None, "tool_calls": [("terminal", {"command": "echo preset"})],
          "tool_call_id": None}]
     assert final["attributes"]["llm.finish_reason"] == "stop"  # Phoenix's own reading of our messages
+    # The turn's question and answer, as text on the agent span (Phoenix's spans table shows them).
+    assert (root["attributes"]["input.value"], root["attributes"]["output.value"]) == ("run the preset", "preset done")
 
 
 def test_mlflow_preset_shows_the_turn_through_mlflows_api(llm):
@@ -144,3 +146,85 @@ def test_mlflow_preset_shows_the_turn_through_mlflows_api(llm):
         {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_T", "name": "terminal",
                                          "arguments": {"command": "echo preset"}}], "finish_reason": "tool_call"}]
     assert "terminal" in {tool["name"] for tool in attrs[3]["mlflow.chat.tools"]}
+
+
+# -- what a person sees: each backend's own UI in a real headless Chromium ------------------------------------------
+
+IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+
+
+def _browser():
+    """Playwright's Chromium launcher with Debian's chromium (`make backends` installs it), or skip."""
+    import shutil
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install -e '.[test]')")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium browser: `make backends` installs Debian's chromium")
+    return sync_playwright, chromium
+
+
+def _shoot(page, name: str, tmp: Path, clip: dict[str, int]) -> None:
+    """docs/images/<name> with HERMES_OTEL_SCREENSHOTS=1 (how the docs' pictures are made), else a temporary file."""
+    target = IMAGES if os.environ.get("HERMES_OTEL_SCREENSHOTS") == "1" else tmp
+    target.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(target / name), clip=clip)
+
+
+def test_phoenix_shows_the_model_call_as_role_cards(llm, tmp_path):
+    """The final model call's span in Phoenix's own UI: the system prompt, the user's message, the assistant's tool
+    call, the tool's result (naming the call it answers) and the answer, each a card."""
+    sync_playwright, chromium = _browser()
+    phoenix = Phoenix()
+    try:
+        phoenix.start()
+        with a_turn_through(llm, HERMES_OTEL_BACKEND="phoenix", PHOENIX_COLLECTOR_ENDPOINT=phoenix.url,
+                            PHOENIX_PROJECT_NAME=PROJECT):
+            wait_until(lambda: (s := phoenix.spans(PROJECT)) and len(s) >= 4 and s, 30, "the turn in Phoenix")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{phoenix.url}/projects")
+            page.get_by_text(PROJECT).first.click()
+            page.get_by_text("invoke_agent hermes", exact=True).first.click()
+            chats = page.get_by_text("chat fake-model", exact=True)
+            chats.first.wait_for()
+            chats.nth(chats.count() - 1).click()
+            page.get_by_text("Tool Result: call_T").wait_for(timeout=15_000)
+            shown = page.inner_text("body")
+            for text in ("system", "run the preset", 'terminal({"command": "echo preset"})', "preset done"):
+                assert text in shown, text
+            _shoot(page, "phoenix-llm-span.png", tmp_path, {"x": 350, "y": 0, "width": 1050, "height": 1000})
+            browser.close()
+    finally:
+        phoenix.stop()
+
+
+def test_mlflow_shows_the_model_call_as_a_chat(llm, tmp_path):
+    """The final model call's span in MLflow's own trace view: System, User, the Assistant's tool call with its
+    arguments, the tool's result, and the Assistant's answer."""
+    sync_playwright, chromium = _browser()
+    server = MLflow()
+    try:
+        server.start()
+        with a_turn_through(llm, HERMES_OTEL_BACKEND="mlflow", MLFLOW_TRACKING_URI=server.url):
+            (info,) = wait_until(lambda: server.traces("0"), 30, "the turn in MLflow")
+            wait_until(lambda: (s := server.spans(info["trace_id"])) and len(s) >= 4 and s, 30, "every span")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{server.url}/#/experiments/0/traces?selectedEvaluationId={info['trace_id']}")
+            chats = page.get_by_text("chat fake-model", exact=True)
+            chats.first.wait_for(timeout=30_000)
+            chats.nth(chats.count() - 1).click()
+            page.get_by_text("Tool calls").wait_for(timeout=15_000)
+            shown = page.inner_text("body")
+            for text in ("System", "User", "run the preset", "echo preset", "preset done"):
+                assert text in shown, text
+            _shoot(page, "mlflow-chat-span.png", tmp_path, {"x": 0, "y": 0, "width": 980, "height": 860})
+            browser.close()
+    finally:
+        server.stop()

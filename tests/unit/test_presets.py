@@ -172,3 +172,41 @@ def test_vendor_credentials_to_another_endpoint_or_in_clear_text_are_said():
                         LANGFUSE_SECRET_KEY="sk-lf-2")[1] == ()
     assert settings_for(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
                         OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer abc")[1] == ()
+
+
+def test_the_openinference_flavour_flattens_the_conversation_and_gives_a_turn_as_text():
+    """An LLM span's messages (the conventions' schema) as OpenInference's `llm.input_messages.*` /
+    `llm.output_messages.*` (role, text, tool calls, the call a result answers); an agent span's single message as
+    plain text."""
+    import json
+
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from hermes_otel.exporters.relay.shapes import openinference_attributes
+
+    inputs = [{"role": "user", "parts": [{"type": "text", "content": "list /tmp"}]},
+              {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "terminal",
+                                               "arguments": {"command": "ls /tmp"}}]},
+              {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "a b"}]}]
+    outputs = [{"role": "assistant", "parts": [{"type": "text", "content": "two files"}], "finish_reason": "stop"}]
+    chat = ReadableSpan(name="chat m", attributes={"gen_ai.operation.name": "chat",
+                                                    "gen_ai.input.messages": json.dumps(inputs),
+                                                    "gen_ai.output.messages": json.dumps(outputs)})
+    attrs = openinference_attributes(chat)
+    assert {k: v for k, v in attrs.items() if k.startswith("llm.")} == {
+        "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "list /tmp",
+        "llm.input_messages.1.message.role": "assistant",
+        "llm.input_messages.1.message.tool_calls.0.tool_call.function.name": "terminal",
+        "llm.input_messages.1.message.tool_calls.0.tool_call.function.arguments": '{"command": "ls /tmp"}',
+        "llm.input_messages.1.message.tool_calls.0.tool_call.id": "c1",
+        "llm.input_messages.2.message.role": "tool", "llm.input_messages.2.message.content": "a b",
+        "llm.input_messages.2.message.tool_call_id": "c1",
+        "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": "two files"}
+    assert (attrs["input.mime_type"], attrs["openinference.span.kind"]) == ("application/json", "LLM")
+    turn = ReadableSpan(name="invoke_agent hermes", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.input.messages": json.dumps(inputs[:1]),
+        "gen_ai.output.messages": json.dumps(outputs)})
+    attrs = openinference_attributes(turn)
+    assert (attrs["input.value"], attrs["input.mime_type"], attrs["output.value"]) == (
+        "list /tmp", "text/plain", "two files")
+    assert not any(k.startswith("llm.input_messages") for k in attrs)

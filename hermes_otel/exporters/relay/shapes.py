@@ -87,7 +87,9 @@ def openinference_attributes(span: ReadableSpan) -> dict[str, Any]:
         if source in attrs:
             extra[target] = attrs[source]
             if target in ("input.value", "output.value") and source.endswith("messages"):
-                extra[target.replace("value", "mime_type")] = "application/json"
+                said = _only_text(attrs[source]) if kind == "AGENT" else None  # a turn's one message, as text
+                extra[target] = said if said is not None else attrs[source]
+                extra[target.replace("value", "mime_type")] = "text/plain" if said is not None else "application/json"
     if sc.USAGE_INPUT in attrs and sc.USAGE_OUTPUT in attrs:
         extra["llm.token_count.total"] = attrs[sc.USAGE_INPUT] + attrs[sc.USAGE_OUTPUT]
     if kind == "LLM":  # the conversation as OpenInference's flattened messages: role cards, tool calls, results
@@ -129,6 +131,20 @@ def _flattened(text: str, prefix: str) -> dict[str, Any]:
         if texts:
             out[f"{at}.content"] = "\n".join(texts)
     return out
+
+
+def _only_text(text: str) -> str | None:
+    """The text of a single message made of text parts only (a turn's question or answer), else None."""
+    try:
+        messages = json.loads(text)
+    except ValueError:
+        return None
+    if not (isinstance(messages, list) and len(messages) == 1 and isinstance(messages[0], dict)):
+        return None
+    parts = messages[0].get("parts") or []
+    if not parts or not all(isinstance(p, dict) and p.get("type") == "text" for p in parts):
+        return None
+    return "\n".join(str(p.get("content", "")) for p in parts)
 
 
 def _as_text(value: Any) -> str:
