@@ -57,8 +57,9 @@ def _held(request: Any) -> Any:
 def content_attributes(request: Any, response: Any, cap: int = 4096) -> dict[str, str]:
     """An attempt's content attributes (input, system instructions, tool definitions, output), each valid JSON in
     the conventions' schema, redacted and capped message by message."""
+    request, omitted = messages.window(request)
     system, inputs = messages.input_messages(request)
-    attrs = {INPUT: messages.to_json(inputs, cap=cap)}
+    attrs = {INPUT: messages.to_json(inputs, cap=cap, omitted=omitted)}
     if system:
         attrs[SYSTEM_INSTRUCTIONS] = messages.to_json(system, cap=cap)
     if tools := messages.tool_definitions(request):

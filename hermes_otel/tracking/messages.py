@@ -335,6 +335,24 @@ def _tool_definition(tool: Any) -> Message | None:
     return out
 
 
+# More messages than the export budget can hold even empty (`{"role":"user","parts":[]}` is 26 characters of 2 x 4096):
+# the ones before them are never converted, so the records thread's work does not grow with the history.
+WINDOW = 320
+_HISTORIES = ("messages", "input")
+
+
+def window(request: Any, keep: int = WINDOW) -> tuple[Any, int]:
+    """The request with its history cut to its first message (a system prompt) and the last `keep`, and how many
+    messages were left out between them."""
+    if type(request) is not dict:
+        return request, 0
+    for key in _HISTORIES:
+        history = request.get(key)
+        if type(history) is list and len(history) > keep + 1:
+            return {**request, key: [history[0], *history[-keep:]]}, len(history) - keep - 1
+    return request, 0
+
+
 def tool_definitions(request: Any) -> list[Message] | None:
     """The request's tools as gen_ai.tool.definitions (chat, Responses and Anthropic shapes); None without tools."""
     try:
@@ -508,7 +526,7 @@ def _scrub(text: str) -> str:
     return text
 
 
-def _fit(items: Any, cap: int) -> str:
+def _fit(items: Any, cap: int, omitted: int = 0) -> str:
     limit, sizes = 2 * cap, _sizes(cap)
     floor = sizes[-1] if sizes else None
     keep = min(_KEEP, cap)  # fewer messages, each still readable, rather than many cut to a few characters
@@ -547,7 +565,7 @@ def _fit(items: Any, cap: int) -> str:
     parts_dropped = 0
     if not kept and last is not None and isinstance(last.get("parts"), list):
         kept, parts_dropped = [_skeleton(last)], len(last["parts"])  # not even the last message fits: its role does
-    dropped = total - start - len(kept)
+    dropped = total - start - len(kept) + omitted
     text = _render(head, kept, dropped, None, parts_dropped)
     for size in sizes:  # shortened as content.to_json shortens: halving every content string until it fits
         if len(text) <= limit:
@@ -558,16 +576,17 @@ def _fit(items: Any, cap: int) -> str:
     return text if len(text) <= limit else "[]"
 
 
-def to_json(items: Any, *, cap: int = 4096) -> str:
+def to_json(items: Any, *, cap: int = 4096, omitted: int = 0) -> str:
     """Messages (or a list of parts or tool definitions) as JSON text for a span attribute or an event: redacted
     message by message, at most `2 * cap` characters (content.to_json's budget), always a JSON list that still
     validates against its schema.
 
     What does not fit is first shortened string by string (content strings only, each marked `…[truncated]`),
     then dropped message by message: a leading system message and as many of the last messages as fit are kept,
-    and one generic part in front of the first kept message counts the dropped ones.
+    and one generic part in front of the first kept message counts the dropped ones (`omitted` more were left
+    out before: :func:`window`).
     """
     try:
-        return _scrub(_fit(items, cap))
+        return _scrub(_fit(items, cap, omitted))
     except Exception:  # noqa: BLE001 - telemetry never fails the call it describes
         return "[]"

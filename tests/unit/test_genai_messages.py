@@ -589,3 +589,23 @@ def test_any_messages_export_as_valid_schema_json_within_the_budget(messages, ca
     if parsed and messages and messages[-1]["parts"]:
         assert parsed[-1]["role"] == messages[-1]["role"]
         assert parsed[-1].get("finish_reason") == messages[-1].get("finish_reason")
+
+
+def test_a_long_history_is_converted_only_as_far_as_the_budget_could_hold_and_counted_exactly():
+    """window(): the system prompt and the last WINDOW messages are all that is converted (the records thread's work
+    does not grow with the history); what is exported still counts every message left out, exactly."""
+    from hermes_otel.tracking.messages import WINDOW, window
+
+    history = [{"role": "system", "content": "be brief"}] + [
+        {"role": "user" if i % 2 else "assistant", "content": f"m{i}"} for i in range(5000)]
+    request, omitted = window({"model": "m", "messages": history})
+    assert (len(request["messages"]), omitted) == (WINDOW + 1, 5000 - WINDOW)
+    assert request["messages"][0] is history[0] and request["messages"][-1] is history[-1]
+    assert window({"messages": history[:WINDOW + 1]}) == ({"messages": history[:WINDOW + 1]}, 0)
+    system, messages = input_messages(request)
+    exported = json.loads(to_json(messages, cap=CAP, omitted=omitted))
+    check_messages(exported)
+    assert exported[0] == {"role": "system", "parts": [{"type": "text", "content": "be brief"}]}
+    marker = exported[1]["parts"][0]
+    assert marker["type"] == "hermes.omitted" and marker["messages"] + len(exported) - 1 == 5000
+    assert exported[-1]["parts"] == [{"type": "text", "content": "m4999"}]
