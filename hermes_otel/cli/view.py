@@ -235,12 +235,13 @@ def _key_attributes(attrs: Mapping[str, Any], name: str, arrow: str) -> list[str
         parts.append(f"tool {_text(tool)}")
     if call_id := attrs.get("gen_ai.tool.call.id"):
         parts.append(f"call {_text(call_id)}")
-    if spent := cost.describe(attrs):  # an attempt's cost, a turn's or subagent's total: before what may be cut
-        parts.append(_text(spent))
+    spent = cost.describe(attrs)  # an attempt's cost next to its tokens; a turn's or subagent's total before them
     tokens_in = attrs.get("gen_ai.usage.input_tokens")
     tokens_out = attrs.get("gen_ai.usage.output_tokens")
-    if tokens_in is not None or tokens_out is not None:  # a turn's: its attempts' total
-        parts.append(f"tokens {_or_unknown(tokens_in)}{arrow}{_or_unknown(tokens_out)}")
+    tokens = (f"tokens {_or_unknown(tokens_in)}{arrow}{_or_unknown(tokens_out)}"
+              if tokens_in is not None or tokens_out is not None else None)  # a turn's: its attempts' total
+    order = (spent, tokens) if spent and spent.startswith("total") else (tokens, spent)
+    parts.extend(_text(part) for part in order if part)
     if plugin := attrs.get("hermes.middleware.plugin"):
         parts.append(f"plugin {_text(plugin)}")
     if outcome := attrs.get("hermes.middleware.outcome"):
