@@ -415,18 +415,6 @@ def tool_attributes(tool_name: Any, context: Mapping[str, Any]) -> dict[str, Any
     return attrs
 
 
-def tool_descriptions(tools: Any, cap: int = 1024) -> dict[str, str]:
-    """Each tool's description from a request's tool list (chat completions, Responses, Anthropic shapes): what
-    the model was told the tool does, capped."""
-    out: dict[str, str] = {}
-    for tool in tools if isinstance(tools, (list, tuple)) else ():
-        spec = tool.get("function", tool) if isinstance(tool, Mapping) else None
-        if isinstance(spec, Mapping) and isinstance(name := spec.get("name"), str) \
-                and isinstance(about := spec.get("description"), str) and about:
-            out[name] = about[:cap]
-    return out
-
-
 def turn_attributes(session_id: str, turn_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:
     attrs: dict[str, Any] = {OPERATION: OP_AGENT, AGENT_NAME: AGENT, TURN_ID: turn_id}
     if session_id:

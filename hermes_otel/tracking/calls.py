@@ -39,7 +39,8 @@ DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _DETAILS_PREFIXES = ("gen_ai.", "server.", "error.type")  # the inference span's attributes the event repeats
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
 SYSTEM_INSTRUCTIONS, TOOL_DEFINITIONS = "gen_ai.system_instructions", "gen_ai.tool.definitions"
-_HISTORY_KEYS = ("messages", "input", "tools")  # the request's lists that the caller may change after the call
+_HISTORY_KEYS = ("messages", "input")  # the request's lists the caller appends to after the call (not its tools:
+# the same list each time, which Turn.tally reads once by identity)
 
 
 def _held(request: Any) -> Any:
@@ -197,8 +198,8 @@ class Chats:
                                  if k.startswith(_DETAILS_PREFIXES)}
         attrs.update((k, json.loads(v)) for k, v in captured.items())
         logger.emit(timestamp=end_ns, observed_timestamp=end_ns, context=context, body=None,
-                           severity_number=SeverityNumber.DEBUG, severity_text="DEBUG", event_name=DETAILS_EVENT,
-                           attributes=attrs)
+                    severity_number=SeverityNumber.DEBUG, severity_text="DEBUG", event_name=DETAILS_EVENT,
+                    attributes=attrs)
 
     def _stream_timing(self, call: Call, attrs: dict[str, Any], context: otel_context.Context,
                        duration: float) -> None:

@@ -14,6 +14,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from .. import semconv as sc
 from .._internal.bounded import BoundedMap
+from . import messages
 from .instruments import Instruments
 from .keys import text
 
@@ -67,7 +68,9 @@ class Turn:
             self.finish_reasons = tuple(reasons)
         tools = request.get("tools") if type(request) is dict else None
         if tools is not None and tools is not self.tools:  # Hermes sends the same list each time: read once
-            self.tools, self.tool_descriptions = tools, sc.tool_descriptions(tools)
+            self.tools = tools
+            self.tool_descriptions = {d["name"]: d["description"][:1024]  # capped: what the model was told
+                                      for d in messages.tool_definitions(request) or () if "description" in d}
 
     def rolled_up(self) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
