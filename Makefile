@@ -37,8 +37,14 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 	@$(PIP) install -e '.[hermes]' > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 	@touch $@
 
+# The first `make test` on a machine fetches and builds what the suite runs against (docs/install.md: about 1.7 GB
+# of Python packages and 2.3 GB of Go modules, some 11 minutes of compiling on 2 cores): each step says what it
+# fetches or builds and how big it is, and pip lists each download with its size as it goes.
+PIP_LOUD := --disable-pip-version-check --progress-bar off
+
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[test]'
+	@echo "== .venv: hermes-otel with hermes-agent 0.19.0 and the test tools (~570 MB installed)"
+	$(BIN)/python -m pip $(PIP_LOUD) install -e '.[test]'
 	@touch $@
 
 demo: $(VENV)/.demo-installed  ## run a real Hermes session and show its trace
@@ -46,6 +52,7 @@ demo: $(VENV)/.demo-installed  ## run a real Hermes session and show its trace
 
 # Prometheus (Debian package, promtool included), unpacked without installing anything.
 $(PROMETHEUS):
+	@echo "== Prometheus: Debian's package (~20 MB), unpacked into $(CACHE)/prometheus"
 	mkdir -p $(CACHE)/deb
 	cd $(CACHE)/deb && { apt-get download prometheus || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download prometheus; }; }
 	dpkg -x "$$(ls -t $(CACHE)/deb/prometheus_*.deb | head -n 1)" $(CACHE)/prometheus
@@ -53,37 +60,48 @@ $(PROMETHEUS):
 
 # valgrind (Debian package) for `make bench`'s instruction counts, unpacked the same way.
 $(VALGRIND):
+	@echo "== valgrind: Debian's package, unpacked into $(CACHE)/valgrind"
 	mkdir -p $(CACHE)/deb
 	cd $(CACHE)/deb && { apt-get download valgrind || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download valgrind; }; }
 	dpkg -x "$$(ls -t $(CACHE)/deb/valgrind_*.deb | head -n 1)" $(CACHE)/valgrind
 	test -x $@
 
 # A server from PyPI in a venv of its own under $(CACHE), never in the project's:
-# $(1) the venv's name, $(2) the requirement, $(3) the program it must provide.
+# $(1) the venv's name, $(2) the requirement, $(3) the program it must provide, $(4) its size installed.
 define server_venv
+@echo "== $(2): a venv of its own in $(CACHE)/$(1) ($(4) installed; each download below)"
 rm -rf $(CACHE)/$(1)
 $(PYTHON) -m venv $(CACHE)/$(1)
-$(CACHE)/$(1)/bin/python -m pip --disable-pip-version-check -q install '$(2)'
+$(CACHE)/$(1)/bin/python -m pip $(PIP_LOUD) install '$(2)'
 test -x $(CACHE)/$(1)/bin/$(3)
 @touch $@
 endef
 
-# Arize Phoenix (~850 MB).
+# Arize Phoenix.
 $(PHOENIX_STAMP):
-	$(call server_venv,phoenix-venv,arize-phoenix==$(PHOENIX_VERSION),phoenix)
+	$(call server_venv,phoenix-venv,arize-phoenix==$(PHOENIX_VERSION),phoenix,~860 MB)
 
 # An MLflow tracking server (OTLP ingestion at /v1/traces).
 $(MLFLOW_STAMP):
-	$(call server_venv,mlflow-venv,mlflow==$(MLFLOW_VERSION),mlflow)
+	$(call server_venv,mlflow-venv,mlflow==$(MLFLOW_VERSION),mlflow,~860 MB)
 
+
+# $(1) what, $(2) the command; says how long it took.
+define timed_build
+@echo "== $(1)"
+@started=$$(date +%s); $(2) && echo "   built $@ in $$(( $$(date +%s) - started )) s"
+endef
 
 $(OTELCOL): $(COLLECTOR_DIST)/go.mod $(COLLECTOR_DIST)/go.sum $(wildcard $(COLLECTOR_DIST)/*.go)
 	mkdir -p $(@D)
-	cd $(COLLECTOR_DIST) && $(GO) build -trimpath -ldflags='-s -w' -o $(abspath $@) .
+	$(call timed_build,our Collector distribution from $(COLLECTOR_DIST) (its Go modules into Go's module cache on \
+		the first build; about 5 minutes of compiling on 2 cores),cd $(COLLECTOR_DIST) && $(GO) build -trimpath \
+		-ldflags='-s -w' -o $(abspath $@) .)
 
 $(JAEGER): $(JAEGER_MODULE)/go.mod $(JAEGER_MODULE)/go.sum
 	mkdir -p $(@D)
-	cd $(JAEGER_MODULE) && $(GO) build -trimpath -ldflags='-s -w' -o $(abspath $@) github.com/jaegertracing/jaeger/cmd/jaeger
+	$(call timed_build,Jaeger v2 from $(JAEGER_MODULE) (about 6 minutes of compiling on 2 cores),cd $(JAEGER_MODULE) \
+		&& $(GO) build -trimpath -ldflags='-s -w' -o $(abspath $@) github.com/jaegertracing/jaeger/cmd/jaeger)
 
 collector: $(OTELCOL)  ## build our Collector distribution (collector/distribution) into .cache/bin
 jaeger: $(JAEGER)      ## build Jaeger v2 (all-in-one, in-memory storage) into .cache/bin
@@ -99,6 +117,7 @@ CHROMIUM        := /usr/bin/chromium
 # The headless browser of the dashboard tab's test (Debian's chromium, driven by Playwright with this executable;
 # Playwright's own browser download is never used). Installing needs root, as CI has.
 $(CHROMIUM):
+	@echo "== chromium: Debian's package (~300 MB with its libraries), for the dashboard's browser tests"
 	@if [ "$$(id -u)" = 0 ]; then \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; \

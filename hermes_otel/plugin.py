@@ -127,6 +127,11 @@ def _register(ctx: Any) -> None:
         manager = hermes_compat.plugin_manager(ctx)
         for kind, callback in execution_middleware(runtime.current_tracker, manager).items():
             ctx.register_middleware(kind, callback)
+            # Outermost, so every other plugin's layer is a span inside ours, whenever that plugin loads.
+            if not hermes_compat.run_first(manager, kind, callback):
+                _log.once(f"layers:not-first:{kind}", "hermes-otel: this Hermes keeps its middleware where hermes-otel "
+                          "cannot put its own layer first: %s layers of plugins loaded before hermes_otel run "
+                          "outside its spans and are not traced (the first traced call names them)", kind)
         tracker.rewrites_from_trace = True  # Hermes's request passes are not watched: its middleware_trace says
     else:  # a Hermes without middleware (0.16.0): chat spans from hooks, registered before the bridge's
         mode = "hooks"

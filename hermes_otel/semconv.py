@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 import urllib.parse
 from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
+
+from . import hermes_compat
 
 # The semantic-conventions release whose names we emit (tests/unit/test_semconv_registry.py checks every name against
 # the installed registry, and this URL against its newest schema): on the resource and on every tracer, meter and
@@ -329,7 +330,7 @@ def chat_response_attributes(response: Any) -> dict[str, Any]:
         attrs[REQUEST_STREAM] = True
         if isinstance(rid, str) and rid:
             attrs[HERMES_RESPONSE_ID] = rid
-        stub = _partial_stream_stub_id()
+        stub = hermes_compat.partial_stream_stub_id()
         if stub is not None and rid == stub:
             attrs[RESPONSE_STUB] = "partial_stream"
     elif isinstance(rid, str) and rid:
@@ -344,12 +345,6 @@ def chat_response_attributes(response: Any) -> dict[str, Any]:
     return attrs
 
 
-def _partial_stream_stub_id() -> str | None:
-    """The id Hermes gives the stub of a stream that broke off (agent/chat_completion_helpers.py), read from the
-    module Hermes already loaded to make that response: never imported by us (importing Hermes's agent modules
-    loads its config and creates a ~/.hermes skeleton, which the CLI must not)."""
-    value = getattr(sys.modules.get("agent.chat_completion_helpers"), "PARTIAL_STREAM_STUB_ID", None)
-    return value if isinstance(value, str) else None
 
 
 def _finish_reasons(get: Callable[[str], Any]) -> tuple[str, ...]:

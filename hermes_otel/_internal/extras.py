@@ -18,5 +18,5 @@ def grpc_missing() -> str | None:
         import opentelemetry.exporter.otlp.proto.grpc  # noqa: F401
     except ImportError as exc:
         return ("OTLP over gRPC needs the optional package opentelemetry-exporter-otlp-proto-grpc, not installed "
-                f"(pip install 'hermes-otel[grpc]', or use the protocol http/protobuf; {exc})")
+                f"(hermes-otel's `grpc` extra, `hermes-otel[grpc]`; or use the protocol http/protobuf; {exc})")
     return None

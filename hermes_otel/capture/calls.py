@@ -1,8 +1,9 @@
 """Model and tool calls as spans, through Hermes's public middleware contract.
 
 On Hermes 0.20+ this is how the plugin traces: an `llm_execution` and a `tool_execution` middleware of ours,
-registered with `ctx.register_middleware` from `register()` (so the outermost layer when hermes-otel loads
-first), opens the attempt's `chat` span or the call's `execute_tool` span around the rest of the chain. The
+registered with `ctx.register_middleware` from `register()` and put first (`hermes_compat.run_first`: the
+outermost layer, whenever the other plugins load), opens the attempt's `chat` span or the call's `execute_tool`
+span around the rest of the chain. The
 other plugins' layers and the real call become spans of their own inside it: see :func:`_trace_layers`.
 Nothing of Hermes is rebound. The 0.17-0.19 patches (capture/legacy.py) reuse :func:`traced_llm_call` and
 :func:`traced_tool_call` around the runners they wrap.
@@ -109,8 +110,8 @@ def _call_in_span(span: Any, wrapped: Callable[..., Any], args: tuple, kwargs: d
 def execution_middleware(tracker: TrackerSource, manager: Any = None) -> dict[str, Callable[..., Any]]:
     """Our `llm_execution` and `tool_execution` middleware: the call's span around the rest of the chain.
 
-    Registered first, each is the outermost layer. With `manager` (Hermes's plugin manager, for the names of
-    the plugins whose layers run inside ours), each also traces the layers after it and the real call."""
+    Put first in Hermes's registry, each is the outermost layer. With `manager` (Hermes's plugin manager, for the
+    names of the plugins whose layers run inside ours), each also traces the layers after it and the real call."""
 
     def llm_execution(**kwargs: Any) -> Any:
         next_call = kwargs.pop("next_call")
@@ -155,14 +156,17 @@ def _trace_layers(tracker_source: TrackerSource, kind: str, ours: Callable[..., 
         _log.once("layers:unknown-runner", "hermes-otel: this Hermes's middleware runner is not one we know: "
                   "%s spans cover the whole chain, without a span per layer", kind)
         return
-    callbacks, terminal = chain
+    callbacks = chain.callbacks
     mine = next((i for i, cb in enumerate(callbacks) if cb is ours), None)
     if mine is None:
         return
-    if mine:
-        _log.once(f"layers:not-first:{kind}", "hermes-otel: %d %s layer(s) registered before ours run outside "
-                  "its span (plugins loaded before hermes_otel): %s", mine, kind,
-                  ", ".join(attribution.plugin_of(cb) for cb in callbacks[:mine]))
+    if mine:  # put ahead of ours after we registered (hermes_otel puts its layer first at registration)
+        again = hermes_compat.run_first(manager, kind, ours)
+        _log.once(f"layers:ahead:{kind}", "hermes-otel: %d %s layer(s) ran outside its span in this call and are "
+                  "not traced in it (%s: put ahead of hermes-otel's own layer after it loaded); %s", mine, kind,
+                  ", ".join(attribution.plugin_of(cb) for cb in callbacks[:mine]),
+                  "its layer is first again from the next call" if again else
+                  "this Hermes does not let it put its layer first again")
     others = callbacks[mine + 1:]
     if not others:  # ours alone: the call's span is the whole chain (as on 0.19, which runs no chain then)
         return
@@ -170,6 +174,4 @@ def _trace_layers(tracker_source: TrackerSource, kind: str, ours: Callable[..., 
         if not attribution.known(callback):
             attribution.learn_modules(manager)
             attribution.remember(callback, attribution.plugin_of(callback))
-    layers, traced_terminal = tracker.layers.chain(kind, others, terminal.cell_contents, context)
-    callbacks[mine + 1:] = layers
-    terminal.cell_contents = traced_terminal
+    chain.replace_from(mine + 1, *tracker.layers.chain(kind, others, chain.terminal, context))

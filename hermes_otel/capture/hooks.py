@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .. import hermes_compat
 from .._internal.safety import report, safely
 from .bridge import HOOKS
 
@@ -19,11 +20,8 @@ _SESSION_END = frozenset({"on_session_finalize", "on_session_reset"})
 
 def hook_names() -> list[str]:
     """The hooks we subscribe to (bridge.HOOKS, in that order) that this Hermes defines (its VALID_HOOKS)."""
-    try:
-        from hermes_cli.plugins import VALID_HOOKS
-
-        valid = set(VALID_HOOKS)
-    except Exception:  # noqa: BLE001 - no Hermes to ask (an application, the validator's probe): all of ours
+    valid = hermes_compat.valid_hooks()
+    if valid is None:  # no Hermes to ask (an application, the validator's probe): all of ours
         return list(HOOKS)
     return [name for name in HOOKS if name in valid]
 

@@ -32,17 +32,12 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry._logs import SeverityNumber
 
+from .. import hermes_compat
 from .._internal.safety import report
 from ..redaction.content import redact_text
 from ..redaction.masking import mask_text, printable
 
-# Hermes's top-level modules and packages (hermes-agent 0.16-0.19 `top_level.txt`).
-HERMES_LOGGERS = frozenset({
-    "acp_adapter", "agent", "batch_runner", "cli", "cron", "gateway", "hermes_bootstrap", "hermes_cli",
-    "hermes_constants", "hermes_logging", "hermes_state", "hermes_time", "mcp_serve", "model_tools", "plugins",
-    "providers", "run_agent", "tools", "toolset_distributions", "toolsets", "trajectory_compressor", "tui_gateway",
-    "utils",
-})
+HERMES_LOGGERS = hermes_compat.TOP_LEVEL  # the roots of Hermes's loggers
 LOGGER_ATTR = "hermes.log.logger"  # the Hermes logger that wrote the line
 SCOPE = "hermes_otel.hermes_logs"
 _MAX_TEXT = 8192  # a log line's body, after masking

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +29,8 @@ def run(keep: bool = False, ascii: bool = False) -> int:
 
     hermes = enable.hermes_executable()
     if hermes is None:
-        print("hermes-otel demo: the `hermes` command was not found; pip install 'hermes-otel[hermes]'",
+        print("hermes-otel demo: the `hermes` command was not found: install hermes-otel with its `hermes` extra "
+              "(`hermes-otel[hermes]`)",
               file=sys.stderr)
         return 1
     home = Path(tempfile.mkdtemp(prefix="hermes-otel-demo-"))
@@ -42,20 +42,19 @@ def run(keep: bool = False, ascii: bool = False) -> int:
             print(f"$ hermes-otel enable   (HERMES_HOME={home}; a sample middleware plugin is installed next to it)")
             said = io.StringIO()
             if enable.enable(env=env, out=said, tab=keep) != 0:  # the tab only in a home that is kept
-                print(said.getvalue(), file=sys.stderr, end="")
-                return 1
+                # Hermes 0.20+ admit a plugin set through a package manager that downloads a runtime: offline it
+                # refuses. The demo's home is its own, so it says so and enables the plugin without it.
+                print(said.getvalue(), end="")
+                print("$ hermes-otel enable --config-only   (the demo's own HERMES_HOME)")
+                said = io.StringIO()
+                if enable.enable(env=env, out=said, tab=keep, config_only=True) != 0:
+                    print(said.getvalue(), file=sys.stderr, end="")
+                    return 1
             print(said.getvalue(), end="")
             print(f"$ hermes chat -q {PROMPT!r}   (scripted model at {server.base_url})")
             started = time.monotonic()
-            chat = subprocess.run(
-                [hermes, "chat", "-q", PROMPT, "--provider", "custom", "-m", "fake-model", "-t", "terminal",
-                 "--max-turns", "4", "-Q", "--yolo", "--source", "tool"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            chat = enable.run([hermes, "chat", "-q", PROMPT, "--provider", "custom", "-m", "fake-model", "-t",
+                               "terminal", "--max-turns", "4", "-Q", "--yolo", "--source", "tool"], env, timeout=300)
             elapsed = time.monotonic() - started
         answer = chat.stdout.strip()
         print(f"Hermes answered in {elapsed:.1f}s: {answer.splitlines()[-1] if answer else '(nothing)'}\n")

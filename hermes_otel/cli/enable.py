@@ -1,10 +1,12 @@
 """`hermes-otel enable` / `disable`: hermes_otel in (or out of) Hermes's plugin allow-list, on every supported Hermes.
 
-`hermes plugins enable hermes_otel --no-allow-tool-override` is tried first. Hermes 0.16.0 and 0.17.0
-cannot enable an entry-point plugin that way (no such flag, and their enable command sees only
-directory and bundled plugins, although their loader loads entry points listed in `plugins.enabled`).
-There the allow-list is edited with Hermes's own functions (`hermes_cli.plugins_cmd`), in a process of
-its own, so config.yaml is written exactly as `hermes plugins enable` writes it.
+`hermes plugins enable hermes_otel --no-allow-tool-override` is run, and what Hermes says is shown. Two cases edit
+the allow-list with Hermes's own config functions instead (in a process of their own, so config.yaml is written
+exactly as Hermes's enable writes it), and each says so:
+- Hermes 0.16.0 and 0.17.0, whose enable command cannot see a plugin installed as a Python package (no such flag,
+  and it lists only directory and bundled plugins, although their loader loads entry points in `plugins.enabled`);
+- `--config-only`, asked for by name: on the 0.20+ line Hermes's enable admits the new plugin set through its
+  package manager, which downloads a runtime. When that fails, nothing is changed and the user is told both ways.
 
 Also: which telemetry this Hermes gets (`support()`), for `doctor`.
 """
@@ -16,7 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -34,15 +36,23 @@ def hermes_executable() -> str | None:
     return str(candidate) if candidate.exists() else shutil.which("hermes")
 
 
-def enable(env: Mapping[str, str] | None = None, out: TextIO | None = None, tab: bool = True) -> int:
+def run(command: Sequence[str], env: Mapping[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """The one place hermes-otel starts a process: Hermes's own `hermes` command (enable, disable, the demo's chat),
+    or this module on Hermes's config functions (:func:`_write`). Output captured, no input."""
+    return subprocess.run(list(command), env=dict(env), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def enable(env: Mapping[str, str] | None = None, out: TextIO | None = None, tab: bool = True,
+           config_only: bool = False) -> int:
     """Enable the plugin, then install (or update) the dashboard's Traces tab (unless `tab` is false)."""
-    code = _switch("enable", env, out or sys.stdout)
+    code = _switch("enable", env, out or sys.stdout, config_only)
     return _tab("enable", env, out or sys.stdout) if code == 0 and tab else code
 
 
-def disable(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+def disable(env: Mapping[str, str] | None = None, out: TextIO | None = None, config_only: bool = False) -> int:
     """Disable the plugin, then remove the dashboard's Traces tab."""
-    code = _switch("disable", env, out or sys.stdout)
+    code = _switch("disable", env, out or sys.stdout, config_only)
     return _tab("disable", env, out or sys.stdout) if code == 0 else code
 
 
@@ -63,7 +73,7 @@ def _tab(action: str, env: Mapping[str, str] | None, out: TextIO) -> int:
     return 0
 
 
-def _switch(action: str, env: Mapping[str, str] | None, out: TextIO) -> int:
+def _switch(action: str, env: Mapping[str, str] | None, out: TextIO, config_only: bool) -> int:
     env = dict(os.environ if env is None else env)
     hermes = hermes_executable()
     if hermes is None:
@@ -71,43 +81,51 @@ def _switch(action: str, env: Mapping[str, str] | None, out: TextIO) -> int:
         return 1
     command = [hermes, "plugins", action, PLUGIN] + (["--no-allow-tool-override"] if action == "enable" else [])
     shown = " ".join(["hermes", *command[1:]])
-    tried = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
-    lines = [line.strip() for line in (tried.stdout + tried.stderr).splitlines() if line.strip()] or ["no output"]
-    said = lines[-1]  # on failure the error ends the output
-    if tried.returncode == 0:
-        said = lines[0]  # "✓ Plugin hermes_otel enabled. Takes effect on next session."
-        print(f"hermes-otel {action}: ran `{shown}`: {said}", file=out)
-        return 0
-    # Hermes's own enable command could not (0.16.0 / 0.17.0: entry-point plugins are invisible to it).
-    written = subprocess.run([sys.executable, "-m", __name__, "--write", action], env=env,
-                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    if config_only:
+        why = f"as asked (--config-only), `{shown}` not run"
+    else:
+        tried = run(command, env)
+        lines = [line.strip() for line in (tried.stdout + tried.stderr).splitlines() if line.strip()] or ["no output"]
+        if tried.returncode == 0:  # "✓ Plugin hermes_otel enabled. Takes effect on next session."
+            print(f"hermes-otel {action}: ran `{shown}`: {lines[0]}", file=out)
+            return 0
+        installed = hermes_compat.distribution()
+        if installed is None or hermes_compat.enable_sees_package_plugins(installed[1]):
+            said = "\n".join(f"  {line}" for line in lines[-6:])  # the error ends the output
+            print(f"hermes-otel {action}: `{shown}` failed; Hermes said:\n{said}\nNothing was changed. Run it again "
+                  f"once Hermes can (on 0.20+ it admits the plugin set through its package manager, which downloads a "
+                  f"runtime); or, with hermes-otel installed in this environment, `hermes-otel {action} --config-only` "
+                  f"edits plugins.enabled / plugins.disabled in config.yaml with Hermes's own config functions, "
+                  f"without the package manager", file=out)
+            return 1
+        why = f"Hermes {installed[1]}'s `plugins {action}` does not see a plugin installed as a Python package " \
+              f"({lines[-1]})"
+    written = run([sys.executable, "-m", __name__, "--write", action], env)
     try:
         result = json.loads(written.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        print(f"hermes-otel {action}: `{shown}` failed ({said}), and so did editing the allow-list with Hermes's "
-              f"own config functions:\n{(written.stdout + written.stderr).strip()[-2000:]}", file=out)
+        print(f"hermes-otel {action}: {why}, and editing the allow-list with Hermes's own config functions failed:"
+              f"\n{(written.stdout + written.stderr).strip()[-2000:]}", file=out)
         return 1
     path = result["path"]
     if result["state"] != action + "d":
-        print(f"hermes-otel {action}: `{shown}` failed ({said}); editing the plugin lists of {path} did not take "
-              f"effect (Hermes reads {PLUGIN} as {result['state']})", file=out)
+        print(f"hermes-otel {action}: {why}; editing the plugin lists of {path} did not take effect (Hermes reads "
+              f"{PLUGIN} as {result['state']})", file=out)
         return 1
     if not result["changed"]:
         done = f"{PLUGIN} is already {action}d in {path}; nothing changed"
     elif action == "enable":
-        done = f"added {PLUGIN} to plugins.enabled in {path} (with Hermes's own config functions, as its enable " \
-               "command writes it); takes effect on the next session"
+        done = f"added {PLUGIN} to plugins.enabled in {path} with Hermes's own config functions; takes effect on " \
+               "the next session"
     else:
-        done = f"moved {PLUGIN} from plugins.enabled to plugins.disabled in {path} (with Hermes's own config " \
-               "functions, as its disable command writes it); takes effect on the next session"
-    print(f"hermes-otel {action}: `{shown}` does not work on this Hermes ({said}); {done}", file=out)
+        done = f"moved {PLUGIN} from plugins.enabled to plugins.disabled in {path} with Hermes's own config " \
+               "functions; takes effect on the next session"
+    print(f"hermes-otel {action}: {why}; {done}", file=out)
     return 0
 
 
 def _write(action: str) -> dict[str, object]:
     """In a process of its own: the allow-list edit of Hermes's `cmd_enable` / `cmd_disable`."""
-    from hermes_cli.config import get_config_path
-
     enabled, disabled = hermes_compat.plugin_sets()
     if action == "enable":
         changed = PLUGIN not in enabled or PLUGIN in disabled
@@ -121,7 +139,7 @@ def _write(action: str) -> dict[str, object]:
         hermes_compat.save_plugin_sets(enabled, disabled)
     enabled, disabled = hermes_compat.plugin_sets()
     state = "disabled" if PLUGIN in disabled or PLUGIN not in enabled else "enabled"
-    return {"changed": changed, "path": str(get_config_path()), "state": state}
+    return {"changed": changed, "path": hermes_compat.config_path(), "state": state}
 
 
 # -- which telemetry this Hermes gets ------------------------------------------------

@@ -44,15 +44,22 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"hermes-otel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("enable", help="enable the plugin in Hermes (any supported Hermes) and say how",
-                   description="Add hermes_otel to Hermes's plugin allow-list (plugins.enabled of "
-                   "$HERMES_HOME/config.yaml) with `hermes plugins enable hermes_otel --no-allow-tool-override`, or, "
-                   "on a Hermes whose enable command cannot (0.16, 0.17), with Hermes's own config functions; says "
-                   "which. Takes effect on the next Hermes session.")
-    sub.add_parser("disable", help="disable the plugin in Hermes and say how",
-                   description="Move hermes_otel from plugins.enabled to plugins.disabled of $HERMES_HOME/config.yaml "
-                   "(`hermes plugins disable hermes_otel`, or Hermes's own config functions); says which. Takes effect "
-                   "on the next Hermes session.")
+    only = ("edit plugins.enabled / plugins.disabled of config.yaml with Hermes's own config functions, without "
+            "running `hermes plugins` (whose 0.20+ package manager downloads a runtime)")
+    switch = sub.add_parser("enable", help="enable the plugin in Hermes (any supported Hermes) and say how",
+                            description="Add hermes_otel to Hermes's plugin allow-list (plugins.enabled of "
+                            "$HERMES_HOME/config.yaml) with `hermes plugins enable hermes_otel "
+                            "--no-allow-tool-override` and show what Hermes said. On 0.16 and 0.17, whose enable "
+                            "command cannot see a plugin installed as a Python package, or with --config-only, with "
+                            "Hermes's own config functions; says which. When Hermes refuses, nothing is changed. "
+                            "Takes effect on the next session.")
+    switch.add_argument("--config-only", action="store_true", help=only)
+    switch = sub.add_parser("disable", help="disable the plugin in Hermes and say how",
+                            description="Move hermes_otel from plugins.enabled to plugins.disabled of "
+                            "$HERMES_HOME/config.yaml (`hermes plugins disable hermes_otel`, or Hermes's own config "
+                            "functions where enable would use them) and remove the dashboard's Traces tab; says which. "
+                            "Takes effect on the next Hermes session.")
+    switch.add_argument("--config-only", action="store_true", help=only)
 
     demo = sub.add_parser("demo", help="run a real Hermes session against a scripted local model and show its trace")
     demo.add_argument("--keep", action="store_true", help="keep the temporary HERMES_HOME and its telemetry files")
@@ -99,7 +106,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command in ("enable", "disable"):
-        return getattr(enable, args.command)()
+        return getattr(enable, args.command)(config_only=args.config_only)
     if args.command == "demo":
         from . import demo as demo_cmd
 
@@ -422,7 +429,7 @@ def _check_prometheus(report: _Report, settings: config.Settings) -> None:
         from prometheus_client import CollectorRegistry  # noqa: F401
     except ImportError:
         report.warn("metrics.exporter = prometheus needs the prometheus extra "
-                    f"(pip install 'hermes-otel[prometheus]'), which is not installed: {fallback}")
+                    f"(`hermes-otel[prometheus]`), which is not installed: {fallback}")
         return
     try:
         socket.create_server((settings.prometheus_host, settings.prometheus_port)).close()

@@ -18,7 +18,7 @@ from .files import MAX_HEADER_FILE_BYTES, TRUSTED, Unreadable, Untrusted, read_r
 from .problems import Problem
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 field name
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_CONTROL = re.compile("[" + "".join(map(chr, (*range(9), *range(10, 32), 127))) + "]")  # C0 controls but tab, DEL
 NOT_SHOWN = "(value not shown)"
 
 

@@ -142,7 +142,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            ("DD_AGENT_HOST",), endpoint_template="http://{}:4318",
            docs="https://docs.datadoghq.com/opentelemetry/setup/otlp_ingest_in_the_agent/", verified=False,
            note="The Agent holds `DD_API_KEY` and `DD_SITE`; turn on its OTLP HTTP receiver "
-           "(`DD_OTLP_CONFIG_RECEIVER_PROTOCOLS_HTTP_ENDPOINT=0.0.0.0:4318`). `DD_AGENT_HOST` is the Agent's host, "
+           "(`DD_OTLP_CONFIG_RECEIVER_PROTOCOLS_HTTP_ENDPOINT`, port 4318, on an address this host can reach). "
+           "`DD_AGENT_HOST` is the Agent's host, "
            "as Datadog's tracers read it."),
     Preset("grafana-cloud", "Grafana Cloud (OTLP gateway)", "", ("GRAFANA_CLOUD_OTLP_ENDPOINT",),
            ours=("GRAFANA_CLOUD_OTLP_ENDPOINT", "GRAFANA_CLOUD_INSTANCE_ID", "GRAFANA_CLOUD_API_KEY"),

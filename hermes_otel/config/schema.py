@@ -192,7 +192,7 @@ FIELDS: tuple[Field, ...] = (
         "otlp.endpoint",
         str,
         "",
-        "OTLP base endpoint (e.g. `http://127.0.0.1:4318`); empty means the embedded file default.",
+        "OTLP base endpoint (e.g. `http://localhost:4318`); empty means the embedded file default.",
         env="OTEL_EXPORTER_OTLP_ENDPOINT",
     ),
     Field("otlp.protocol", str, "http/protobuf", "OTLP transport.", env="OTEL_EXPORTER_OTLP_PROTOCOL",
@@ -247,7 +247,7 @@ FIELDS: tuple[Field, ...] = (
         "otlp",
         "How metrics leave the process: `otlp` pushes them (OTLP, or the embedded file default); `prometheus` "
         "serves them for a Prometheus to scrape at `http://{prometheus.host}:{prometheus.port}/metrics` (needs "
-        "the `prometheus` extra: `pip install 'hermes-otel[prometheus]'`; without it, reported once and `otlp` "
+        "the `prometheus` extra, `hermes-otel[prometheus]`; without it, reported once and `otlp` "
         "is used); `console` prints them to stderr; `none` turns metrics off. Several, comma-separated, as "
         "`OTEL_METRICS_EXPORTER` allows (`otlp,prometheus`).",
         env="OTEL_METRICS_EXPORTER",

@@ -217,17 +217,6 @@ class _Link:
     role: str
 
 
-def _profile_name() -> str | None:
-    """The Hermes profile this process runs (one per process: it is HERMES_HOME)."""
-    try:
-        from hermes_cli.profiles import get_active_profile_name
-
-        name = get_active_profile_name()
-        return name if isinstance(name, str) and name else None
-    except Exception:  # noqa: BLE001 - a Hermes without profiles
-        return None
-
-
 class CostLedger:
     """Prices chat attempts and keeps their totals per turn, subagent and session (bounded maps).
 
@@ -254,7 +243,7 @@ class CostLedger:
     @property
     def profile(self) -> str | None:
         if not self._profile_known:
-            self._profile, self._profile_known = _profile_name(), True
+            self._profile, self._profile_known = hermes_compat.active_profile_name(), True
         return self._profile
 
     def subagent_started(self, payload: Mapping[str, Any]) -> None:

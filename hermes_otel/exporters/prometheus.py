@@ -31,7 +31,8 @@ def pull_reader(host: str, port: int):
         _log.once(
             "prometheus-missing",
             "hermes-otel: metrics.exporter=prometheus needs the optional package opentelemetry-exporter-prometheus "
-            "(pip install 'hermes-otel[prometheus]'; %s); pushing metrics (OTLP or files) instead", exc,
+            "(hermes-otel's `prometheus` extra, `hermes-otel[prometheus]`; %s); pushing metrics (OTLP or files) "
+            "instead", exc,
             level=logging.ERROR, per_process=True,
         )
         return None

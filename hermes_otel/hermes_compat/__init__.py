@@ -30,6 +30,53 @@ DOWNSTREAM_ERROR = "_DownstreamExecutionError"  # a class inside CHAIN that wrap
 # agent.auxiliary_client: builds each auxiliary attempt's request from the route Hermes resolved (provider, model,
 # base URL); wrapped so the call's span learns the route (0.16+).
 AUX_ROUTE = "_build_call_kwargs"
+AUXILIARY = "agent.auxiliary_client"
+# Hermes's top-level modules and packages (hermes-agent 0.16-0.19 `top_level.txt`): its loggers' roots, and the
+# modules that may hold one of its functions bound at their import.
+TOP_LEVEL = frozenset({
+    "acp_adapter", "agent", "batch_runner", "cli", "cron", "gateway", "hermes_bootstrap", "hermes_cli",
+    "hermes_constants", "hermes_logging", "hermes_state", "hermes_time", "mcp_serve", "model_tools", "plugins",
+    "providers", "run_agent", "tools", "toolset_distributions", "toolsets", "trajectory_compressor", "tui_gateway",
+    "utils",
+})
+# Where Hermes reports a failing middleware callback, and how its message starts ("Middleware '%s' callback %s
+# failed: %s"; 0.17-0.19 log it on every call): what middleware/log_hygiene.py's opt-in filter reads.
+MIDDLEWARE_LOGGERS = (MIDDLEWARE, PLUGINS)
+MIDDLEWARE_FAILURE_PREFIX = "Middleware '"
+
+
+class Target(NamedTuple):
+    """An attribute of Hermes that tracing on 0.16-0.19 replaces with a wrapper (capture/legacy/ supplies the
+    wrappers and puts them in and out): `name` is a path inside `module`, "function" or "Class.method"."""
+
+    module: str
+    name: str
+
+    def holder(self, load: bool = True) -> tuple[Any, str] | None:
+        """(what holds the attribute, the attribute's own name) where this Hermes has it and it is callable (its
+        module imported when `load`, else only if already loaded), or None."""
+        owner: Any = _module(self.module) if load else sys.modules.get(self.module)
+        *path, attr = self.name.split(".")
+        for part in path:
+            owner = getattr(owner, part, None)
+        return (owner, attr) if owner is not None and callable(getattr(owner, attr, None)) else None
+
+
+# Every attribute of Hermes that hermes-otel wraps, on 0.16-0.19 only (as an instrumentor lists its wraps):
+LLM_RUNNER = Target(MIDDLEWARE, "run_llm_execution_middleware")  # a `chat` span around each attempt's whole chain
+TOOL_RUNNER = Target(MIDDLEWARE, "run_tool_execution_middleware")  # an `execute_tool` span around each tool call's
+CHAIN_RUNNER = Target(MIDDLEWARE, CHAIN)  # a span per layer (the runner is handed the callbacks: 0.17-0.19)
+REQUEST_RUNNERS = {"llm_request": Target(MIDDLEWARE, "apply_llm_request_middleware"),  # rewrite and failure events
+                   "tool_request": Target(MIDDLEWARE, "apply_tool_request_middleware")}
+REGISTER_MIDDLEWARE = Target(PLUGINS, "PluginContext.register_middleware")  # who registered a layer
+DISCOVER = Target(PLUGINS, "PluginManager.discover_and_load")  # a re-discovery that no longer loads us
+STREAM_DIAG = Target("agent.stream_diag", "stream_diag_init")  # a streamed reply's chunk times (0.17+)
+AUXILIARY_CALLS = (Target(AUXILIARY, "call_llm"), Target(AUXILIARY, "async_call_llm"))  # model calls off the loop
+AUXILIARY_ROUTE = Target(AUXILIARY, AUX_ROUTE)
+# ... and what internals.py rebinds there: the provider thread's `threading` (agent.chat_completion_helpers) and,
+# on our pricing thread only, the pricing fetchers (agent.usage_pricing).
+WRAPPED = (LLM_RUNNER, TOOL_RUNNER, CHAIN_RUNNER, *REQUEST_RUNNERS.values(), REGISTER_MIDDLEWARE, DISCOVER, STREAM_DIAG,
+           *AUXILIARY_CALLS, AUXILIARY_ROUTE)
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -44,6 +91,12 @@ def version_key(version: str) -> tuple[int, ...]:
 def known(version: str | None) -> bool:
     """A Hermes release whose private names we have read (its major.minor is in KNOWN)."""
     return version is not None and version_key(version)[:2] in KNOWN
+
+
+def loaded_version() -> str | None:
+    """`hermes_cli.__version__` where Hermes is already imported (nothing is imported), else None."""
+    value = getattr(sys.modules.get("hermes_cli"), "__version__", None)
+    return value if isinstance(value, str) else None
 
 
 def installed_version() -> str | None:
@@ -111,6 +164,23 @@ def loaded_plugins(manager: Any) -> list[Any]:
     return list(plugins.values()) if isinstance(plugins, dict) else []
 
 
+def run_first(manager: Any, kind: str, callback: Any) -> bool:
+    """Put `callback` at the head of the manager's registered `kind` layers, so that every chain run calls it first
+    whatever the plugins are called and in whichever order they load (0.17+: `_middleware[kind]` is the list
+    `register_middleware` appends to, which `_run_execution_chain` copies for each run and unregistering removes
+    from by identity; Hermes has no public ordering for middleware). False where the registry is not that list or
+    does not hold `callback`: nothing is changed then."""
+    layers = (middleware_registry(manager) or {}).get(kind)
+    if type(layers) is not list:
+        return False
+    index = next((i for i, registered in enumerate(layers) if registered is callback), None)
+    if index is None:
+        return False
+    if index:
+        layers[: index + 1] = [callback, *layers[:index]]  # one slice assignment: a run's copy sees one order
+    return True
+
+
 def is_downstream_error(exc: BaseException) -> bool:
     """Hermes's chain runner wraps a downstream error in a private class it defines inside the runner:
     recognised by name and shape, never imported."""
@@ -123,10 +193,28 @@ def _cells(function: Any) -> dict[str, Any]:
     return dict(zip(code.co_freevars, closure, strict=True)) if code is not None and closure else {}
 
 
-def running_chain(next_call: Any) -> tuple[list, Any] | None:
-    """The callbacks of the chain run that handed a layer `next_call`, and the cell of its terminal call
-    (0.20+: `_run_execution_chain(kind, terminal_call, **kwargs)` copies the registered callbacks for each run
-    into its closure, beside `terminal_call`; `next_call` closes over its `call_at`). None for another runner."""
+class RunningChain(NamedTuple):
+    """One run of Hermes's chain runner (0.20+): its own copy of the registered callbacks, and the closure cell of
+    its terminal call."""
+
+    callbacks: list
+    terminal_cell: Any
+
+    @property
+    def terminal(self) -> Any:
+        return self.terminal_cell.cell_contents
+
+    def replace_from(self, start: int, layers: list, terminal: Any) -> None:
+        """Stand-ins for this run's callbacks from `start` on and for its terminal call: this run only, never
+        Hermes's registry (another run, another plugin's unload and Hermes's failure handling are untouched)."""
+        self.callbacks[start:] = layers
+        self.terminal_cell.cell_contents = terminal
+
+
+def running_chain(next_call: Any) -> RunningChain | None:
+    """The chain run that handed a layer `next_call` (0.20+: `_run_execution_chain(kind, terminal_call, **kwargs)`
+    copies the registered callbacks for each run into its closure, beside `terminal_call`; `next_call` closes over
+    its `call_at`). None for another runner."""
     run = _cells(next_call).get("call_at")
     cells = _cells(run.cell_contents) if run is not None else {}
     callbacks, terminal = cells.get("callbacks"), cells.get("terminal_call")
@@ -137,17 +225,60 @@ def running_chain(next_call: Any) -> tuple[list, Any] | None:
             return None
     except ValueError:  # an empty cell
         return None
-    return callbacks.cell_contents, terminal
+    return RunningChain(callbacks.cell_contents, terminal)
+
+
+def valid_hooks() -> frozenset[str] | None:
+    """The hook names this Hermes defines (`hermes_cli.plugins.VALID_HOOKS`: not in the plugin API's documented
+    names, but what `register_hook` checks a name against), or None without a Hermes to ask."""
+    try:
+        from hermes_cli.plugins import VALID_HOOKS
+
+        return frozenset(VALID_HOOKS)
+    except Exception:  # noqa: BLE001 - no Hermes (an application, the validator's probe)
+        return None
+
+
+def partial_stream_stub_id() -> str | None:
+    """The id Hermes gives the stub of a stream that broke off (`agent.chat_completion_helpers.
+    PARTIAL_STREAM_STUB_ID`), read from the module Hermes already loaded to make that response: never imported here
+    (importing Hermes's agent modules loads its config and creates a ~/.hermes skeleton, which the CLI must not)."""
+    value = getattr(sys.modules.get(HTTP_THREAD_MODULE), "PARTIAL_STREAM_STUB_ID", None)
+    return value if isinstance(value, str) else None
 
 
 def public_surfaces() -> bool:
     """A Hermes of the 0.20+ line (it has the stream hooks), traced through its public plugin surfaces only: nothing
     of it is rebound (0.22 also fires the auxiliary-call hooks and copies context into its provider threads)."""
+    return "on_stream_start" in (valid_hooks() or ())
+
+
+def active_profile_name() -> str | None:
+    """The Hermes profile this process runs (`hermes_cli.profiles.get_active_profile_name`, 0.17+: one per process,
+    it is HERMES_HOME), or None."""
     try:
-        from hermes_cli.plugins import VALID_HOOKS
-    except Exception:  # noqa: BLE001 - no Hermes
-        return False
-    return "on_stream_start" in VALID_HOOKS
+        from hermes_cli.profiles import get_active_profile_name
+
+        name = get_active_profile_name()
+    except Exception:  # noqa: BLE001 - a Hermes without profiles
+        return None
+    return name if isinstance(name, str) and name else None
+
+
+def hermes_redactor() -> Callable[..., Any] | None:
+    """Hermes's own redactor for its logs (`agent.redact.redact_sensitive_text(text, force=...)`, 0.16+; kept
+    current by Hermes, so content redaction is never weaker than Hermes's), or None."""
+    try:
+        from agent.redact import redact_sensitive_text
+    except Exception:  # noqa: BLE001 - not Hermes, or another Hermes: ours alone
+        return None
+    return redact_sensitive_text if callable(redact_sensitive_text) else None
+
+
+def aux_accounting() -> types.ModuleType | None:
+    """0.19's `agent.aux_accounting` (`get_accounting_context()`: the session Hermes accounts auxiliary usage to;
+    gone on 0.20+), or None."""
+    return _module("agent.aux_accounting")
 
 
 def runner_takes_callbacks() -> bool | None:
@@ -172,6 +303,20 @@ def plugin_sets() -> tuple[set[str], set[str]]:
     from hermes_cli import plugins_cmd
 
     return set(plugins_cmd._get_enabled_set()), set(plugins_cmd._get_disabled_set())
+
+
+def enable_sees_package_plugins(version: str) -> bool:
+    """Whether `hermes plugins enable/disable` of this release sees a plugin installed as a Python package (an
+    entry point): 0.18+. 0.16 and 0.17 list only directory and bundled plugins there (and 0.16 has no
+    `--no-allow-tool-override`), although their loader loads the entry points that `plugins.enabled` names."""
+    return version_key(version)[:2] >= (0, 18)
+
+
+def config_path() -> str:
+    """The config.yaml Hermes reads (`hermes_cli.config.get_config_path`, public)."""
+    from hermes_cli.config import get_config_path
+
+    return str(get_config_path())
 
 
 def save_plugin_sets(enabled: set[str], disabled: set[str]) -> None:
@@ -315,11 +460,10 @@ def degraded(config: Mapping[str, Any] | None = None) -> list[str]:
     `config` is Hermes's config as read (doctor's: Hermes's own reader creates a home where there is none)."""
     if not public_surfaces():
         return []
-    from hermes_cli.plugins import VALID_HOOKS
-
+    hooks = valid_hooks() or frozenset()
     lines = ["request middleware: a callback that raises is reported by Hermes, not an event; rewrite events name "
              "the middleware_trace entry (source, reason, name), not the plugin"]
-    if "pre_auxiliary_call" not in VALID_HOOKS:
+    if "pre_auxiliary_call" not in hooks:
         lines.append("auxiliary model calls (titles, compression, vision) are not traced: this Hermes fires no "
                      "auxiliary-call hooks")
     else:

@@ -14,9 +14,11 @@ import logging
 import threading
 from collections.abc import Iterable
 
-# Loggers Hermes reports middleware failures on (chain runner, request middleware).
-HERMES_LOGGERS = ("hermes_cli.middleware", "hermes_cli.plugins")
-_PREFIX = "Middleware '"
+from .. import hermes_compat
+
+# Loggers Hermes reports middleware failures on (chain runner, request middleware), and how the message starts.
+HERMES_LOGGERS = hermes_compat.MIDDLEWARE_LOGGERS
+_PREFIX = hermes_compat.MIDDLEWARE_FAILURE_PREFIX
 
 _passed: dict[str, tuple[str, ...]] = {}  # kind -> field names of the last failing call
 

@@ -18,6 +18,8 @@ import math
 import re
 from typing import Any
 
+from .. import hermes_compat
+
 REDACTED = "<redacted>"
 
 MODES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
@@ -199,12 +201,7 @@ def _hermes_redact(text: str) -> str:
     wrong leaves our result as it is."""
     global _hermes_redactor
     if _hermes_redactor is None:
-        try:
-            from agent.redact import redact_sensitive_text
-
-            _hermes_redactor = redact_sensitive_text
-        except Exception:  # noqa: BLE001 - not Hermes, or another Hermes: ours alone
-            _hermes_redactor = False
+        _hermes_redactor = hermes_compat.hermes_redactor() or False
     if not _hermes_redactor:
         return text
     try:

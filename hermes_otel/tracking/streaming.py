@@ -25,8 +25,6 @@ from opentelemetry import trace
 
 from . import attempt as _attempt
 
-MODULE = "agent.stream_diag"
-FUNCTION = "stream_diag_init"
 _MAX_GAPS = 4096  # per stream: the gaps of a longer reply are dropped, not its first chunk
 
 

@@ -179,7 +179,7 @@ def test_prometheus_without_the_extra_is_said_and_metrics_are_pushed(home, monke
     monkeypatch.setenv("OTEL_METRICS_EXPORTER", "prometheus")
     monkeypatch.setitem(sys.modules, "opentelemetry.exporter.prometheus", None)  # the extra is not installed
     code, lines = doctor(capsys)
-    assert ("warn  metrics.exporter = prometheus needs the prometheus extra (pip install 'hermes-otel[prometheus]'), "
+    assert ("warn  metrics.exporter = prometheus needs the prometheus extra (`hermes-otel[prometheus]`), "
             "which is not installed: metrics will be pushed (OTLP or files) instead") in lines
     assert _metrics_land_in_files(config.load_settings().settings)  # ... and so they are
 

@@ -45,7 +45,7 @@ def test_grpc_without_the_extra_is_said_once_and_every_signal_goes_to_files(tmp_
     said = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.getMessage() for r in said] == [
         "hermes-otel: OTLP over gRPC needs the optional package opentelemetry-exporter-otlp-proto-grpc, not installed "
-        "(pip install 'hermes-otel[grpc]', or use the protocol http/protobuf; import of grpc halted; None in "
+        "(hermes-otel's `grpc` extra, `hermes-otel[grpc]`; or use the protocol http/protobuf; import of grpc halted; None in "
         f"sys.modules); writing what was meant for OTLP/gRPC to files under {tmp_path / 'otel'} instead"]
     assert said[0].levelno == logging.ERROR
     files = {signal: (tmp_path / "otel" / f"{signal}.jsonl").read_text() for signal in ("traces", "logs", "metrics")}
@@ -71,7 +71,7 @@ def test_a_relay_grpc_endpoint_without_the_extra_is_said_once_and_the_rest_runs(
         live.shutdown(3)
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(said) == 1 and said[0].endswith("NeMo Relay's gRPC endpoints get no spans"), said
-    assert "pip install 'hermes-otel[grpc]'" in said[0]
+    assert "`hermes-otel[grpc]`" in said[0]
 
 
 def test_doctor_says_grpc_needs_the_extra_and_where_the_telemetry_goes(tmp_path, without_grpc, monkeypatch, capsys):
@@ -83,6 +83,6 @@ def test_doctor_says_grpc_needs_the_extra_and_where_the_telemetry_goes(tmp_path,
     lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
     for signal in ("traces", "logs", "metrics"):
         assert (f"FAIL  {signal} endpoint http://127.0.0.1:4317 (grpc): OTLP over gRPC needs the optional package "
-                "opentelemetry-exporter-otlp-proto-grpc, not installed (pip install 'hermes-otel[grpc]', or use the "
+                "opentelemetry-exporter-otlp-proto-grpc, not installed (hermes-otel's `grpc` extra, `hermes-otel[grpc]`; or use the "
                 "protocol http/protobuf; import of grpc halted; None in sys.modules): "
                 f"{signal} will be written to files under {tmp_path / 'otel'} instead") in lines

@@ -15,9 +15,8 @@ from hermes_otel.cli.main import compat_lines
 
 PACKAGE = Path(hermes_compat.__file__).resolve().parents[1]
 COMPAT = Path(hermes_compat.__file__).resolve()
-# What reads Hermes's private names (hermes_compat/) and what rebinds them on 0.16-0.19 only (capture/legacy/).
-LEGACY = PACKAGE / "capture" / "legacy"
-ALLOWED = {*(path.resolve() for path in COMPAT.parent.glob("*.py")), *(path.resolve() for path in LEGACY.glob("*.py"))}
+# The one room that names anything of Hermes (capture/legacy/ supplies wrappers for the targets it lists).
+ALLOWED = {path.resolve() for path in COMPAT.parent.glob("*.py")}
 
 # Every private name of Hermes that hermes-otel reads, calls or rebinds (the issue's list, and pricing's caches).
 PRIVATE = frozenset({
@@ -28,6 +27,21 @@ PRIVATE = frozenset({
 })
 REBOUND = frozenset({"threading", "fetch_model_metadata", "fetch_endpoint_model_metadata"})  # Hermes's, rebound
 PRIVATE_MODULES = ("agent.model_metadata", "hermes_cli.plugins_cmd")
+STORED = frozenset({"cell_contents"})  # a closure cell of Hermes's chain runner, written
+
+
+def _hermes_module(name: object, imported: bool = False) -> bool:
+    """A module of Hermes: its top-level name (imported), or a dotted name below one (`hermes_cli.middleware`; as a
+    string, where a one-word string such as "tools" is as likely a key of ours)."""
+    parts = name.split(".") if isinstance(name, str) else []
+    return (bool(parts) and parts[0] in hermes_compat.TOP_LEVEL and all(p.isidentifier() for p in parts)
+            and (imported or len(parts) > 1) and parts[-1] not in ("toml", "yaml", "json", "log", "py"))
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
 
 
 def touches(path: Path, root: Path = PACKAGE.parent) -> list[str]:
@@ -35,17 +49,22 @@ def touches(path: Path, root: Path = PACKAGE.parent) -> list[str]:
     only the private names are taken from, or rebinds a Hermes module's attribute (`helpers.threading = ...`).
     `self._hooks` and the like are our own objects' attributes."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = _docstrings(tree)
+    for node in ast.walk(tree):
         where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id in (
                 "self", "cls")):
-            if node.attr in PRIVATE or (isinstance(node.ctx, ast.Store) and node.attr in REBOUND):
+            if node.attr in PRIVATE or (isinstance(node.ctx, ast.Store) and node.attr in REBOUND | STORED):
                 found.append(f"{where} .{node.attr}")
-        elif isinstance(node, ast.Constant) and node.value in PRIVATE | set(PRIVATE_MODULES):
+        elif isinstance(node, ast.Constant) and id(node) not in docstrings and (
+                node.value in PRIVATE | set(PRIVATE_MODULES) or _hermes_module(node.value)):
             found.append(f"{where} {node.value!r}")
-        elif isinstance(node, ast.ImportFrom) and node.module and (
-                node.module in PRIVATE_MODULES or any(a.name in PRIVATE for a in node.names)):
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level and (
+                _hermes_module(node.module, imported=True) or any(a.name in PRIVATE for a in node.names)):
             found.append(f"{where} from {node.module} import")
+        elif isinstance(node, ast.Import) and any(_hermes_module(a.name, imported=True) for a in node.names):
+            found.append(f"{where} import {node.names[0].name}")
     return found
 
 
@@ -67,7 +86,19 @@ def test_the_check_finds_these_names_in_the_old_shapes(tmp_path):
                       "from hermes_cli import plugins_cmd\n"
                       "plugins_cmd._get_enabled_set()\n")
     hits = sorted(hit.split(" ", 1)[1] for hit in touches(source, tmp_path))
-    assert hits == ["'_DownstreamExecutionError'", "'_hooks'", "._get_enabled_set", "._manager", ".threading"]
+    assert hits == ["'_DownstreamExecutionError'", "'_hooks'", "._get_enabled_set", "._manager", ".threading",
+                    "from hermes_cli import"]
+
+
+def test_the_check_finds_hermes_modules_named_imported_or_its_cells_written(tmp_path):
+    source = tmp_path / "new.py"
+    source.write_text('"""Docs may say hermes_cli.middleware."""\n'
+                      "import agent.redact\n"
+                      "def f(cell, table):\n"
+                      "    cell.cell_contents = None\n"
+                      "    return table['tools'], 'plugins.toml', 'hermes_cli.plugins'\n")
+    hits = sorted(hit.split(" ", 1)[1] for hit in touches(source, tmp_path))
+    assert hits == ["'hermes_cli.plugins'", ".cell_contents", "import agent.redact"]
 
 
 @pytest.mark.parametrize(("version", "known"), [
@@ -128,3 +159,26 @@ def test_downstream_error_is_recognised_by_name_and_shape():
     assert hermes_compat.is_downstream_error(_DownstreamExecutionError(ValueError()))
     assert not hermes_compat.is_downstream_error(ValueError())
     assert not hermes_compat.is_downstream_error(type("_DownstreamExecutionError", (Exception,), {})())
+
+
+def test_our_layer_is_put_first_in_the_registry_hermes_appends_to():
+    """Hermes runs a kind's layers in registration order (0.20+: plugins load by `requires_plugins`, then by name):
+    ours goes to the head of the same list, whatever registered before it, and what registers later goes after."""
+    def layer(name):
+        def callback(**kwargs):
+            return kwargs["next_call"](kwargs["request"])
+        callback.__name__ = name
+        return callback
+
+    acme, flaky, ours, later = (layer(n) for n in ("acme", "flaky", "ours", "later"))
+    registered = [acme, flaky, ours]
+    manager = types.SimpleNamespace(_middleware={"llm_execution": registered})
+    assert hermes_compat.run_first(manager, "llm_execution", ours)
+    registered.append(later)  # a plugin loaded after ours
+    assert manager._middleware["llm_execution"] is registered and registered == [ours, acme, flaky, later]
+    assert hermes_compat.run_first(manager, "llm_execution", ours) and registered == [ours, acme, flaky, later]
+    # Nothing changed where ours is not registered, or the registry is not the list Hermes keeps.
+    assert not hermes_compat.run_first(manager, "tool_execution", ours)
+    assert not hermes_compat.run_first(types.SimpleNamespace(_middleware={"llm_execution": (acme, ours)}),
+                                       "llm_execution", ours)
+    assert not hermes_compat.run_first(types.SimpleNamespace(), "llm_execution", ours)

@@ -34,11 +34,10 @@ from ..._internal.safety import report, safely
 from ...tracking import Tracker, attempt
 from ...tracking.calls import Call
 
-MODULE = "agent.auxiliary_client"
-FUNCTIONS = ("call_llm", "async_call_llm")
-ROUTE = hermes_compat.AUX_ROUTE
+FUNCTIONS = tuple(target.name for target in hermes_compat.AUXILIARY_CALLS)
+ROUTE = hermes_compat.AUXILIARY_ROUTE.name
 # The packages whose modules bind call_llm at import (Hermes's own code only).
-_CALLERS = ("agent", "tools", "hermes_cli", "gateway", "cli", "tui_gateway", "run_agent", "acp_adapter")
+_CALLERS = hermes_compat.TOP_LEVEL
 
 # The mixture-of-agents aggregator's call is the main loop's provider call (its `chat` span already has it).
 _MAIN_LOOP_TASKS = frozenset({"moa_aggregator"})
@@ -65,15 +64,8 @@ def _ours(wrapper: Any) -> Any:
 
 
 def _module() -> Any:
-    module = sys.modules.get(MODULE)
-    if module is None:
-        try:
-            import importlib
-
-            module = importlib.import_module(MODULE)
-        except Exception:  # noqa: BLE001 - not this Hermes
-            return None
-    return module
+    held = hermes_compat.AUXILIARY_ROUTE.holder() or hermes_compat.AUXILIARY_CALLS[0].holder()
+    return held[0] if held is not None else None
 
 
 def _wrap_entry_points(module: Any, tracker_source: TrackerSource) -> bool:
@@ -174,12 +166,7 @@ def _placement(tracker: Tracker) -> tuple[otel_context.Context | None, str, str]
 @functools.lru_cache(maxsize=1)
 def _accounting() -> Any:
     """0.19's `agent.aux_accounting` (None before 0.19)."""
-    try:
-        import importlib
-
-        return importlib.import_module("agent.aux_accounting")
-    except Exception:  # noqa: BLE001
-        return None
+    return hermes_compat.aux_accounting()
 
 
 def _accounted_session() -> str | None:

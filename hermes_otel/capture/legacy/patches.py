@@ -27,7 +27,6 @@ traces through the public contract (capture/calls.py).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable
@@ -46,21 +45,7 @@ from ...tracking import Tracker
 from ..calls import traced_llm_call, traced_tool_call
 from . import stream_diag
 
-MODULE = "hermes_cli.middleware"
-PLUGINS = "hermes_cli.plugins"
-LLM_RUNNER = "run_llm_execution_middleware"
-TOOL_RUNNER = "run_tool_execution_middleware"
-CHAIN = hermes_compat.CHAIN
-APPLY = {"apply_llm_request_middleware": contract.LLM_REQUEST, "apply_tool_request_middleware": contract.TOOL_REQUEST}
-
 TrackerSource = Callable[[], "Tracker | None"]
-
-
-def _module(name: str):
-    try:
-        return importlib.import_module(name)
-    except Exception:  # noqa: BLE001 - any import failure means "not this Hermes"
-        return None
 
 
 class ContextThread(threading.Thread):
@@ -97,8 +82,14 @@ class HermesPatches:
 
     @staticmethod
     def available() -> bool:
-        module = _module(MODULE)
-        return module is not None and all(callable(getattr(module, n, None)) for n in (LLM_RUNNER, TOOL_RUNNER))
+        return all(target.holder() is not None for target in (hermes_compat.LLM_RUNNER, hermes_compat.TOOL_RUNNER))
+
+    def _wrappers(self) -> list[tuple[hermes_compat.Target, Callable[..., Any]]]:
+        """What goes around each of Hermes's targets (hermes_compat lists them)."""
+        return [(hermes_compat.LLM_RUNNER, self._wrap_llm), (hermes_compat.TOOL_RUNNER, self._wrap_tool),
+                (hermes_compat.CHAIN_RUNNER, self._wrap_chain),
+                *((target, self._apply_wrapper(kind)) for kind, target in hermes_compat.REQUEST_RUNNERS.items()),
+                (hermes_compat.REGISTER_MIDDLEWARE, self._wrap_register), (hermes_compat.DISCOVER, self._wrap_discover)]
 
     def instrument(self, tracker: TrackerSource, on_unloaded: Callable[[], None] | None = None, *,
                    owner: str = "plugin") -> bool:
@@ -113,21 +104,9 @@ class HermesPatches:
         if self.active:
             return True
         self.active, self.owner = True, owner
-        middleware = _module(MODULE)
-        wrap = wrapt.wrap_function_wrapper
-        wrap(MODULE, LLM_RUNNER, self._wrap_llm)
-        wrap(MODULE, TOOL_RUNNER, self._wrap_tool)
-        if callable(getattr(middleware, CHAIN, None)):
-            wrap(MODULE, CHAIN, self._wrap_chain)
-        for name, kind in APPLY.items():
-            if callable(getattr(middleware, name, None)):
-                wrap(MODULE, name, self._apply_wrapper(kind))
-        plugins = _module(PLUGINS)
-        for dotted, wrapper in (("PluginContext.register_middleware", self._wrap_register),
-                                ("PluginManager.discover_and_load", self._wrap_discover)):
-            owner, attr = dotted.split(".")
-            if callable(getattr(getattr(plugins, owner, None), attr, None)):
-                wrap(PLUGINS, dotted, wrapper)
+        for target, wrapper in self._wrappers():
+            if target.holder() is not None:
+                wrapt.wrap_function_wrapper(target.module, target.name, wrapper)
         if hermes_compat.legacy_internals().swap_http_threading(_ThreadingWithContext):
             stream_diag.install()  # chunk timing of streamed provider calls (they run on that thread)
         return True
@@ -137,13 +116,10 @@ class HermesPatches:
         if not self.active or (owner is not None and owner != self.owner):
             return
         self.active, self.owner = False, None
-        middleware, plugins = _module(MODULE), _module(PLUGINS)
-        for name in (LLM_RUNNER, TOOL_RUNNER, CHAIN, *APPLY):
-            unwrap(middleware, name)
-        for owner in ("PluginContext", "PluginManager"):
-            for attr in ("register_middleware", "discover_and_load"):
-                if plugins is not None and hasattr(getattr(plugins, owner, None), attr):
-                    unwrap(getattr(plugins, owner), attr)
+        for target, _wrapper in self._wrappers():
+            held = target.holder()
+            if held is not None:
+                unwrap(*held)
         hermes_compat.legacy_internals().restore_http_threading(_ThreadingWithContext)
         stream_diag.release()
 

@@ -5,16 +5,14 @@ Part of the 0.16-0.19 rebinding (capture/legacy/): `agent.stream_diag.stream_dia
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Callable
 from typing import Any
 
+from ... import hermes_compat
 from ..._internal.safety import safely
 from ...tracking.streaming import _clocked
 
-MODULE = "agent.stream_diag"
-FUNCTION = "stream_diag_init"
+TARGET = hermes_compat.STREAM_DIAG
 
 
 def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -29,22 +27,22 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def install() -> bool:
     """Clock Hermes's streams (once); False where this Hermes has no such function."""
-    try:
-        module = importlib.import_module(MODULE)
-    except Exception:  # noqa: BLE001 - another Hermes: no stream timing
+    held = TARGET.holder()
+    if held is None:  # another Hermes: no stream timing
         return False
-    current = getattr(module, FUNCTION, None)
-    if not callable(current):
-        return False
+    module, name = held
+    current = getattr(module, name)
     if not hasattr(current, "_hermes_otel_original"):
-        setattr(module, FUNCTION, _wrap(current))
+        setattr(module, name, _wrap(current))
     return True
 
 
 def release() -> None:
     """Hermes's function as it was."""
-    module = sys.modules.get(MODULE)
-    current = getattr(module, FUNCTION, None)
-    original = getattr(current, "_hermes_otel_original", None)
+    held = TARGET.holder(load=False)
+    if held is None:
+        return
+    module, name = held
+    original = getattr(getattr(module, name), "_hermes_otel_original", None)
     if original is not None:
-        setattr(module, FUNCTION, original)
+        setattr(module, name, original)
