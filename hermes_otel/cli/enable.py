@@ -47,7 +47,23 @@ def enable(env: Mapping[str, str] | None = None, out: TextIO | None = None, tab:
            config_only: bool = False) -> int:
     """Enable the plugin, then install (or update) the dashboard's Traces tab (unless `tab` is false)."""
     code = _switch("enable", env, out or sys.stdout, config_only)
+    if code == 0:
+        _say_unseen_layers(env, out or sys.stdout)
     return _tab("enable", env, out or sys.stdout) if code == 0 and tab else code
+
+
+def _say_unseen_layers(env: Mapping[str, str] | None, out: TextIO) -> None:
+    """Where this Hermes would keep other plugins' layers out of our spans, say whose (doctor says it too)."""
+    from ..config import hermes_home
+
+    try:
+        path = hermes_home(os.environ if env is None else env) / "config.yaml"
+        config = hermes_compat.yaml_module().safe_load(path.read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - unreadable: the line without the plugins' names
+        config = None
+    unseen = hermes_compat.unseen_layers(config if isinstance(config, dict) else None)
+    if unseen:
+        print(f"hermes-otel enable: on this Hermes, {unseen}", file=out)
 
 
 def disable(env: Mapping[str, str] | None = None, out: TextIO | None = None, config_only: bool = False) -> int:

@@ -450,6 +450,7 @@ def _public_probes(given: Mapping[str, Any]) -> list[tuple[str, tuple[int, int],
     return [
         ("hermes_cli.plugins.PluginContext._manager", (0, 20), lambda: _stores(context, "_manager")),
         ("hermes_cli.plugins.PluginManager._plugins", (0, 20), lambda: _stores(manager, "_plugins")),
+        ("hermes_cli.plugins.PluginManager._middleware", (0, 20), lambda: _stores(manager, "_middleware")),
         (f"hermes_cli.middleware.{CHAIN} (call_at: callbacks, terminal_call)", (0, 20),
          lambda: _runs_over_a_copy(getattr(middleware, CHAIN, None))),
     ]
@@ -463,6 +464,9 @@ def degraded(config: Mapping[str, Any] | None = None) -> list[str]:
     hooks = valid_hooks() or frozenset()
     lines = ["request middleware: a callback that raises is reported by Hermes, not an event; rewrite events name "
              "the middleware_trace entry (source, reason, name), not the plugin"]
+    unseen = unseen_layers(config)
+    if unseen:
+        lines.insert(0, unseen)
     if "pre_auxiliary_call" not in hooks:
         lines.append("auxiliary model calls (titles, compression, vision) are not traced: this Hermes fires no "
                      "auxiliary-call hooks")
@@ -476,6 +480,21 @@ def degraded(config: Mapping[str, Any] | None = None) -> list[str]:
         lines.append("plugins.isolation: host: execution middleware cannot run in Hermes's plugin host (its "
                      "next_call does not cross the process boundary): no chat, execute_tool or layer spans")
     return lines
+
+
+def unseen_layers(config: Mapping[str, Any] | None = None) -> str | None:
+    """On 0.20+, where Hermes does not keep its middleware where :func:`run_first` can put ours first: which
+    enabled plugins' execution layers run outside our spans (those loading before hermes_otel by name), in a line;
+    None where every layer is seen."""
+    manager = getattr(_module(PLUGINS), "PluginManager", None)
+    if not public_surfaces() or _stores(manager, "_middleware"):
+        return None
+    plugins = (config or {}).get("plugins") if isinstance(config, Mapping) else None
+    enabled = plugins.get("enabled") if isinstance(plugins, Mapping) else None
+    before = sorted(n for n in enabled if isinstance(n, str) and n < "hermes_otel") if isinstance(enabled, list) else []
+    return ("execution middleware of plugins that load before hermes_otel is not traced (no layer span, no "
+            "outcome): this Hermes does not keep its middleware where hermes-otel can put its own layer first"
+            + (f"; enabled and loading before it by name: {', '.join(before)}" if before else ""))
 
 
 def stream_hooks_carry_context() -> bool:

@@ -111,6 +111,25 @@ def hermes_chat(prompt: str, *, env: Mapping[str, str], toolsets: str = "termina
     return hermes_cli("chat", "-q", prompt, "-t", toolsets, *CHAT_ARGS, env=env, timeout=timeout)
 
 
+def chat_through_plugins(home: Path, plugins: tuple[str, ...], timeout: float = 300) -> tuple[ChatResult, list]:
+    """One `hermes chat` that runs `echo lines` in the terminal and answers "lines ok", with the test plugins
+    `plugins` enabled beside hermes_otel, exporting to an OTLP receiver: the result and the spans of its turn."""
+    from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
+    from tests.harness.otlp_receiver import OTLPReceiver
+
+    script = (Reply.tools(ToolCall("terminal", {"command": "echo lines"}, id="call_l")), Reply.text("lines ok"))
+    with FakeLLMServer(script) as server, OTLPReceiver() as receiver:
+        write_home(home, server.base_url, plugins=plugins)
+        install_test_plugins(home)
+        env = clean_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
+        # Offline here, 0.22's `hermes chat -q` waits ~30 s after its answer before it exits (with or without us).
+        result = hermes_chat("run echo lines", env=env, timeout=timeout)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.answer == "lines ok"
+        spans = receiver.wait_for_spans(lambda s: any(x.name == "invoke_agent hermes" for x in s), timeout=15)
+    return result, spans
+
+
 def start_chat(prompt: str, *, env: Mapping[str, str], toolsets: str = "terminal") -> subprocess.Popen:
     """`hermes chat -q` started, not waited for (to run several at once, or to kill it)."""
     return subprocess.Popen([str(BIN / "hermes"), "chat", "-q", prompt, "-t", toolsets, *CHAT_ARGS], env=dict(env),

