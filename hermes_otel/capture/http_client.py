@@ -28,10 +28,11 @@ from typing import Any
 
 import wrapt
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._internal import log as _log
+from .._internal import propagation
 from .._internal.safety import safely
 from .._internal.suppress import is_http_instrumentation_enabled, unwrap
 from ..redaction.masking import MASK, mask_url
@@ -133,7 +134,7 @@ def _in_span(span: trace.Span, request: Any) -> Iterator[None]:
     its error comes back, as without us."""
     token = otel_context.attach(trace.set_span_in_context(span))
     try:
-        safely(propagate.inject, request.headers)
+        safely(lambda: propagation.textmap().inject(request.headers))
         try:
             yield
         except BaseException as exc:

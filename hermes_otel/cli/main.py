@@ -244,6 +244,11 @@ def cmd_doctor() -> int:
             report.note(f"config (ignored, as [policy] says): {problem}")
         else:
             (report.fail if problem.fatal else report.warn)(f"config: {problem}")
+    from .._internal import propagation
+
+    for name, why in propagation.problems(env):
+        report.warn(f"{propagation.VARIABLE} names the propagator {name!r}, which cannot be used ({why}): it is left "
+                    "out, the others and all telemetry go on")
     if result.file_rejected:
         report.fail(f"{result.path} is ignored: telemetry runs on the environment and defaults")
     elif not any(not p.ignored for p in result.problems):

@@ -8,11 +8,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry import baggage, propagate, trace
+from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from .. import semconv as sc
+from .._internal import propagation
 from .._internal.bounded import BoundedMap
 from . import messages
 from .instruments import Instruments
@@ -34,7 +35,7 @@ def caller_context() -> otel_context.Context:
         return current
     carrier = {name.lower(): value for name in _CARRIER if (value := os.environ.get(name))}
     if carrier:
-        current = propagate.extract(carrier, context=current)
+        current = propagation.textmap().extract(carrier, context=current)
         if trace.get_current_span(current).get_span_context().is_valid:
             return current
     return trace.set_span_in_context(trace.INVALID_SPAN, current)

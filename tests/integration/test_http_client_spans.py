@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hermes_otel.capture.http_client import masked_url
-from hermes_otel.testing.fake_llm import Reply
+from hermes_otel.testing.fake_llm import FakeLLMServer, Reply
 from tests.harness.hermes import at_default, run_agent
 from tests.harness.trees import only
 
@@ -114,3 +114,29 @@ def test_the_environments_traceparent_and_baggage_reach_the_model_server(spans_o
     (request,) = [r for r in llm.requests[before:] if r.path.endswith("/chat/completions")]
     assert request.headers["traceparent"].split("-")[1] == root.trace_id
     assert request.headers["baggage"] == "ci.job=1234"
+
+
+@pytest.mark.timeout(300)
+def test_a_propagator_that_is_not_installed_costs_only_itself(tmp_path):
+    """`OTEL_PROPAGATORS=b3,tracecontext,baggage` without the b3 package (a typo costs the same): a real `hermes chat`
+    is traced as ever, the environment's TRACEPARENT and BAGGAGE still reach the model server through the other two,
+    and the missing one is said once. (OpenTelemetry's own global propagator raises at its import for such a name,
+    which used to fail the plugin's load: nothing was exported.)"""
+    from tests.harness.hermes import clean_env, hermes_chat, write_home
+    from tests.harness.otlp_receiver import OTLPReceiver
+
+    with FakeLLMServer((Reply.text("still traced"),)) as server, OTLPReceiver() as receiver:
+        home = write_home(tmp_path / "home", server.base_url)
+        env = clean_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_PROPAGATORS="b3,tracecontext,baggage",
+                        HERMES_OTEL_HTTP_CLIENT_SPANS="true",  # the default users get: our spans inject the headers
+                        TRACEPARENT="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", BAGGAGE="ci.job=77")
+        result = hermes_chat("say it", env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        spans = receiver.wait_for_spans(lambda s: any(x.name == "invoke_agent hermes" for x in s), timeout=15)
+        (request,) = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    root = only(spans, "invoke_agent hermes")
+    assert (root.trace_id, root.parent_span_id) == ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")
+    assert request.headers["traceparent"].split("-")[1] == root.trace_id and request.headers["baggage"] == "ci.job=77"
+    said = (home / "logs" / "agent.log").read_text(errors="replace")  # (errors.log has the warnings again)
+    assert said.count("names the propagator 'b3', which cannot be used") == 1, said[-3000:]
+    assert "Failed to load plugin" not in said + result.stderr

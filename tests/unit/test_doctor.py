@@ -318,3 +318,14 @@ def test_doctor_shows_where_metrics_really_go(home, monkeypatch, env, file, show
     toml.write_text(f'version = 1\n[[components]]\nkind = "hermes_otel"\n[components.config]\n{file}\n')
     toml.chmod(0o600)
     assert masking.masked(config.load_settings().settings)["metrics_exporter"] == shown
+
+
+def test_doctor_names_a_propagator_that_cannot_be_used_and_the_rest_go_on(home, monkeypatch, capsys):
+    monkeypatch.setenv("OTEL_PROPAGATORS", "tracecontext,b3,baggage")
+    code, lines = doctor(capsys)
+    assert code == 0, lines
+    assert [line for line in lines if "OTEL_PROPAGATORS" in line] == [
+        "warn  OTEL_PROPAGATORS names the propagator 'b3', which cannot be used (no such propagator is installed "
+        "(misspelled, or its package is missing)): it is left out, the others and all telemetry go on"]
+    monkeypatch.setenv("OTEL_PROPAGATORS", "tracecontext,baggage")
+    assert not [line for line in doctor(capsys)[1] if "OTEL_PROPAGATORS" in line]
