@@ -106,15 +106,26 @@ class Hermes:
         self.end_turn(messages)
 
 
+def _bench_layer(payload_key: str) -> Any:
+    def layer(**kw: Any) -> Any:
+        return kw["next_call"](kw[payload_key])
+
+    layer.bench_layer = True  # type: ignore[attr-defined]
+    return layer
+
+
 def install_layers(count: int) -> None:
-    """`count` pass-through execution layers of a third-party plugin (registered through Hermes)."""
+    """`count` pass-through execution layers of a third-party plugin (registered through Hermes), in place of the
+    ones installed before; the plugin's own middleware (Hermes 0.2x) stays where it is."""
     manager = get_plugin_manager()
     for kind in ("llm_execution", "tool_execution"):
-        manager._middleware.pop(kind, None)
+        layers = manager._middleware.get(kind)
+        if layers:
+            layers[:] = [cb for cb in layers if not getattr(cb, "bench_layer", False)]
     third = PluginContext(PluginManifest(name="bench_layer", source="bench", key="bench_layer"), manager)
     for _ in range(count):
-        third.register_middleware("llm_execution", lambda **kw: kw["next_call"](kw["request"]))
-        third.register_middleware("tool_execution", lambda **kw: kw["next_call"](kw["args"]))
+        third.register_middleware("llm_execution", _bench_layer("request"))
+        third.register_middleware("tool_execution", _bench_layer("args"))
 
 
 def register_plugin() -> None:
