@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from typing import Any
 
 from .. import hermes_compat
@@ -182,6 +183,47 @@ def _aws_secret(match: re.Match[str]) -> str:
     return REDACTED if mixed else text
 
 
+# -- the secrets the configuration resolved ----------------------------------------------------------------------
+# Header values, URL user info, a preset's credentials: one store for every pass (captured content, free-text
+# attributes, log lines), so a collector's key a tool happens to print is redacted like any other credential.
+
+_MIN_SECRET = 4  # shorter values would mask ordinary words
+_MAX_SECRETS = 512  # bounded: the oldest are forgotten first (a reload re-reads the configuration)
+_secrets: dict[str, None] = {}  # insertion-ordered
+_lock = threading.Lock()
+_longest_first: list[str] | None = None  # rebuilt when needed after a change
+
+
+def remember(value: str) -> None:
+    """A secret value from the configuration: never shown from now on (its lines and escaped forms too)."""
+    if not isinstance(value, str):
+        return
+    forms = {value, value.strip(), repr(value)[1:-1], repr(value.encode("utf-8", "replace"))[2:-1]}
+    forms.update(line.strip() for line in value.splitlines())
+    forms = {form for form in forms if len(form) >= _MIN_SECRET}
+    global _longest_first
+    with _lock:
+        for form in forms:
+            _secrets.pop(form, None)
+            _secrets[form] = None
+        while len(_secrets) > _MAX_SECRETS:
+            del _secrets[next(iter(_secrets))]
+        _longest_first = None
+
+
+def replace_known(text: str, marker: str) -> str:
+    """Every remembered secret in `text` replaced by `marker` (a secret's longest form first)."""
+    global _longest_first
+    known = _longest_first
+    if known is None:
+        with _lock:
+            known = _longest_first = sorted(_secrets, key=len, reverse=True)
+    for secret in known:
+        if secret in text:
+            text = text.replace(secret, marker)
+    return text
+
+
 def is_secret_key(key: Any) -> bool:
     if not isinstance(key, str):
         return False
@@ -218,6 +260,7 @@ def redact_text(text: str, cap: int | None = None, *, hermes: bool = True) -> st
     to log lines already), then a size cap that says how much was cut."""
     if cap is not None and len(text) > cap * 4:
         text = text[: cap * 4]  # bound the regex work on huge inputs first
+    text = replace_known(text, REDACTED)
     lower = text.lower()
     for needles, folded, pattern, replacement in _VALUE_PATTERNS:
         haystack = lower if folded else text

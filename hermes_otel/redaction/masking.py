@@ -1,8 +1,9 @@
 """Text that is safe to show: in our log lines, in what libraries log on our behalf, in the CLI.
 
 * Credentials never show. The configuration remembers every secret value it resolves (header
-  values, URL user info) and :func:`mask_text` replaces them, plus the credential patterns of
-  :mod:`hermes_otel.redaction.content` and `user:password@` anywhere. :class:`MaskingFilter` applies it to
+  values, URL user info: :func:`hermes_otel.redaction.content.remember`, which captured content is redacted of too)
+  and :func:`mask_text` replaces them, plus the credential patterns of :mod:`hermes_otel.redaction.content` and
+  `user:password@` anywhere. :class:`MaskingFilter` applies it to
   every record of our logger and of the library loggers that report our exports.
 * Data never drives the terminal: :func:`printable` shows control characters (escape sequences,
   bidi overrides) escaped, so a span name cannot retitle, clear or write the clipboard of a terminal.
@@ -14,12 +15,11 @@ import logging
 import os
 import re
 import sys
-import threading
 import traceback
 import urllib.parse
 from typing import Any
 
-from .content import REDACTED, is_secret_key, redact_text
+from .content import REDACTED, is_secret_key, redact_text, remember, replace_known
 
 MASK = "****"
 
@@ -46,30 +46,6 @@ def printable(text: str, *, lines: bool = False) -> str:
 
 # -- secrets -------------------------------------------------------------------------------------------------------
 
-_MIN_SECRET = 4  # shorter values would mask ordinary words
-_MAX_SECRETS = 512  # bounded: the oldest are forgotten first (a reload re-reads the configuration)
-_secrets: dict[str, None] = {}  # insertion-ordered
-_lock = threading.Lock()
-_longest_first: list[str] | None = None  # rebuilt when needed after a change
-
-
-def remember(value: str) -> None:
-    """A secret value from the configuration: never shown from now on (its lines and escaped forms too)."""
-    if not isinstance(value, str):
-        return
-    forms = {value, value.strip(), repr(value)[1:-1], repr(value.encode("utf-8", "replace"))[2:-1]}
-    forms.update(line.strip() for line in value.splitlines())
-    forms = {form for form in forms if len(form) >= _MIN_SECRET}
-    global _longest_first
-    with _lock:
-        for form in forms:
-            _secrets.pop(form, None)
-            _secrets[form] = None
-        while len(_secrets) > _MAX_SECRETS:
-            del _secrets[next(iter(_secrets))]
-        _longest_first = None
-
-
 def remember_url(url: str) -> None:
     """The user info of a URL (`user:password@`, or a token as the user) is a secret."""
     try:
@@ -90,14 +66,7 @@ _USERINFO = re.compile(r"(?<![\w/])([A-Za-z0-9._~%!$&'()*+,;=-]+):([^\s@/'\"]+)@
 
 def mask_text(text: str) -> str:
     """Known secrets, credential patterns and `user:password@` masked."""
-    global _longest_first
-    known = _longest_first
-    if known is None:
-        with _lock:
-            known = _longest_first = sorted(_secrets, key=len, reverse=True)  # a secret's longest form first
-    for secret in known:
-        if secret in text:
-            text = text.replace(secret, MASK)
+    text = replace_known(text, MASK)
     text = redact_text(text, hermes=False)  # Hermes's formatter redacts its log lines itself
     return _USERINFO.sub(r"\1:" + MASK + "@", text)
 

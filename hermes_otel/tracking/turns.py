@@ -15,10 +15,12 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from .. import semconv as sc
 from .._internal import propagation
 from .._internal.bounded import BoundedMap
+from ..redaction.content import redact_text
 from . import messages
 from .instruments import Instruments
 from .keys import text
 
+DESCRIPTION_CAP = 1024  # characters of a tool's description on its execute_tool span
 _AGENT_LABELS = {sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: sc.AGENT}
 _CARRIER = ("TRACEPARENT", "TRACESTATE", "BAGGAGE")  # environment variables as a context carrier
 
@@ -70,7 +72,9 @@ class Turn:
         tools = request.get("tools") if type(request) is dict else None
         if tools is not None and tools is not self.tools:  # Hermes sends the same list each time: read once
             self.tools = tools
-            self.tool_descriptions = {d["name"]: d["description"][:1024]  # capped: what the model was told
+            # What the model was told of each tool: free text a plugin or an MCP server wrote, so redacted in every
+            # capture mode (once per tool list, on the records thread) and capped.
+            self.tool_descriptions = {d["name"]: redact_text(d["description"], DESCRIPTION_CAP)
                                       for d in messages.tool_definitions(request) or () if "description" in d}
 
     def rolled_up(self) -> dict[str, Any]:

@@ -16,6 +16,10 @@ from tests.unit.test_redaction_shapes import SHAPES
 
 pytestmark = pytest.mark.hermes
 
+# A collector's key the configuration holds (OTEL_EXPORTER_OTLP_HEADERS), printed by the tool in a shape no value
+# pattern knows: captured content is redacted of the configuration's secrets as log lines are (one store).
+COLLECTOR_KEY = "hcKey7Qw2Zt9Lm4Rv8Xp"
+SHAPES = {**SHAPES, "a configured collector header": (f"x-honeycomb-team={COLLECTOR_KEY}", COLLECTOR_KEY)}
 ONE_LINE = " | ".join(text for text, _ in SHAPES.values() if "\n" not in text)
 
 
@@ -37,6 +41,7 @@ def test_no_credential_shape_leaves_in_any_capture_mode(traced, llm, receiver, m
     toml.chmod(0o600)
     monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", mode)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"x-honeycomb-team={COLLECTOR_KEY}")
     for variable in QUIET_DEFAULTS:  # the defaults users get: Hermes's log lines bridged, client spans on
         monkeypatch.delenv(variable)
     discover_plugins(force=True)

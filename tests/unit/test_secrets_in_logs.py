@@ -203,12 +203,12 @@ def test_otel_headers_with_control_characters_are_refused_by_key(value):
 
 
 def test_the_remembered_secrets_are_bounded_and_the_newest_always_kept():
-    from hermes_otel.redaction import masking
+    from hermes_otel.redaction import content, masking
 
     for n in range(2000):
         masking.remember(f"filler-secret-{n:05d}")
     masking.remember("the-newest-secret-value")
-    assert len(masking._secrets) <= masking._MAX_SECRETS
+    assert len(content._secrets) <= content._MAX_SECRETS
     assert masking.mask_text("x the-newest-secret-value y filler-secret-01999") == "x **** y ****"
 
 

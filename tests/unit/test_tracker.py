@@ -407,3 +407,23 @@ def test_the_turn_root_totals_its_attempts_and_a_tool_span_says_what_the_model_w
     assert root.attributes["gen_ai.response.finish_reasons"] == ("stop",)
     assert (tool_span.attributes["gen_ai.agent.name"], tool_span.attributes["gen_ai.tool.description"]) == (
         "hermes", "Run a shell command")
+
+
+def test_a_tool_description_is_free_text_redacted_in_every_mode(env):
+    """A plugin's or an MCP server's tool describes itself in free text, exported on execute_tool with capture off
+    (the default) too: its credentials are redacted as captured content's are."""
+    tracker, exporter, _ = env
+    about = ("Query the warehouse at postgres://analyst:Wh4reh0use-pw@db.internal:5432/sales; the client reads "
+             "OPENAI_API_KEY=sk-live-abcdefghijklmnopqrstuvwx from its environment")
+    tools = [{"type": "function", "function": {"name": "warehouse", "description": about, "parameters": {}}}]
+    tracker.turn(TURN, SESSION, ctx())
+    call = tracker.start_chat({"model": "m", "tools": tools}, ctx(api_request_id="a1"))
+    tracker.finish_chat(call, {"id": "r1", "model": "m", "choices": [{"finish_reason": "tool_calls"}]})
+    tool = tracker.start_tool("warehouse", ctx(tool_call_id="c1"))
+    tracker.finish_tool(tool, ctx(tool_call_id="c1"))
+    tracker.tool_outcome(ctx(tool_call_id="c1", status="ok"))
+    tracker.end_turn(TURN, {"completed": True, "interrupted": False})
+    described = by_name(exporter)["execute_tool warehouse"].attributes["gen_ai.tool.description"]
+    assert "Wh4reh0use-pw" not in described and "sk-live-abcdefghijklmnopqrstuvwx" not in described
+    assert described.startswith("Query the warehouse at postgres://analyst:")  # our marker or Hermes's, never the secret
+    assert described.endswith("OPENAI_API_KEY=<redacted> from its environment")
