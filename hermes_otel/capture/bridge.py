@@ -234,10 +234,11 @@ class ObserverBridge:
         self._tracker.trace_rewrites("tool_request", payload)  # for the call's span, which starts next
 
     def _post_tool(self, payload: Mapping[str, Any]) -> Span | None:
-        if self._tracker.capture_on_spans and "result" in payload:
+        if self._tracker.capture_on_spans and "result" in payload and not self._tracker.hold_tool_result(
+                payload, payload.get("result")):  # no open call to redact it with at its end: here
             span = self._tracker.span_for({"tool_call_id": payload.get("tool_call_id")})
             if span is not None:
-                span.set_attribute("gen_ai.tool.call.result", content.to_json(payload.get("result")))
+                span.set_attribute(sc.TOOL_CALL_RESULT, content.to_json(payload.get("result")))
         # The verdict looks the call up anyway: its span is the record's (else the turn's).
         span = self._tracker.tool_outcome(payload)
         return span if span is not None else self._tracker.span_for(payload)

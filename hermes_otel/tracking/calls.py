@@ -84,6 +84,8 @@ class Call:
     end_ns: int | None = None  # set when the call returned but its outcome has not arrived
     outcome_seen: bool = False
     ended: bool = False
+    # A tool call's captured content, held as it was (content.hold) and redacted on the records thread at its end.
+    held: dict[str, Any] = field(default_factory=dict)
 
 
 class Chats:
@@ -269,8 +271,6 @@ class Tools:
     def start(self, tool_name: Any, context: Mapping[str, Any], args: Any = None) -> Call:
         turn = self._turns.ensure(context.get("turn_id"), context.get("session_id"), context)
         attrs = sc.tool_attributes(tool_name, context)
-        if self._capture and args is not None:
-            attrs["gen_ai.tool.call.arguments"] = content.to_json(args)
         span = self._tracer.start_span(
             f"{sc.OP_TOOL} {attrs.get(sc.TOOL_NAME, '')}".strip(),
             context=turn.context if turn is not None else None, kind=SpanKind.INTERNAL, attributes=attrs,
@@ -279,6 +279,8 @@ class Tools:
         self._attach_events(span, "tool_request", key)
         call = Call(span, {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs}, turn=turn,
                     turn_id=text(context.get("turn_id")), key=key)
+        if self._capture and args is not None:  # redacted at the call's end, on the records thread
+            call.held[sc.TOOL_CALL_ARGUMENTS] = content.hold(args)
         if turn is not None:
             turn.tool_calls += 1
         if key:
@@ -303,6 +305,15 @@ class Tools:
         if call is None and not text(payload.get("turn_id")):
             call = self.open.find(lambda c: c.key.endswith(key))  # key is "\x1f" + call id here
         return call
+
+    def hold_result(self, payload: Mapping[str, Any], result: Any) -> bool:
+        """A tool's result (capture on), kept with its open call to be redacted at the call's end, off the agent's
+        thread; False where no open call has it."""
+        call = self.find(payload)
+        if call is None or call.ended:
+            return False
+        call.held[sc.TOOL_CALL_RESULT] = content.hold(result)
+        return True
 
     def outcome(self, payload: Mapping[str, Any]) -> Span | None:
         """`post_tool_call`: Hermes's verdict on the call (ok | error | blocked | cancelled).
@@ -394,6 +405,8 @@ class Tools:
         turn, name = call.turn, call.metric_attrs.get(sc.TOOL_NAME, "")
         if turn is not None and (about := turn.tool_descriptions.get(name)):  # the schema the model was given
             call.span.set_attribute(sc.TOOL_DESCRIPTION, about)
+        for name, held in call.held.items():  # arguments and result, redacted here (once) and capped
+            call.span.set_attribute(name, content.to_json(held))
         call.span.end(end_time=call.end_ns)
         if self._metrics is not None:
             self._metrics.tool_duration.record(duration, call.metric_attrs, trace.set_span_in_context(call.span))

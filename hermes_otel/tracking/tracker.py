@@ -196,6 +196,9 @@ class Tracker:
     def tool_outcome(self, payload: Mapping[str, Any]) -> Span | None:
         return self.tools.outcome(payload)
 
+    def hold_tool_result(self, payload: Mapping[str, Any], result: Any) -> bool:
+        return self.tools.hold_result(payload, result)
+
     def approval_requested(self, payload: Mapping[str, Any]) -> None:
         self.approvals.requested(payload)
 

@@ -4,6 +4,8 @@ The same shapes go through a real Hermes run in every capture mode: tests/integr
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hermes_otel.redaction.content import redact_text, sanitize
@@ -242,3 +244,15 @@ def test_every_key_name_the_privacy_page_lists_is_redacted_by_name():
         value = f"v-{name}-9f8e7d"  # no value shape of its own: only the name can redact it
         assert repr(sanitize({name: value, "nested": [{name.upper(): value}]})).count("<redacted>") == 2, name
     assert sanitize({"input_tokens": 12, "max_tokens": 100}) == {"input_tokens": 12, "max_tokens": 100}
+
+
+def test_no_value_pattern_scans_without_a_bound():
+    """Every value pattern runs in time linear in its input: no lazy scan without an upper bound (`*?`, `+?`),
+    which retried from every trigger word made a 16 KiB line of `mysql` words cost 0.8 s. The PEM block's is the one
+    exception: anchored to its END line or the text's end, it matches once. benchmarks/redaction.py times each
+    pattern on inputs built to make it work hard (µs per KiB at 16 KiB and 1 MiB)."""
+    from hermes_otel.redaction import content
+
+    unbounded = [(needles[0], pattern._args[0]) for needles, _folded, pattern, _ in content._VALUE_PATTERNS
+                 if needles != ("PRIVATE KEY",) and re.search(r"[*+]\?", pattern._args[0])]
+    assert unbounded == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -427,3 +429,41 @@ def test_a_tool_description_is_free_text_redacted_in_every_mode(env):
     assert "Wh4reh0use-pw" not in described and "sk-live-abcdefghijklmnopqrstuvwx" not in described
     assert described.startswith("Query the warehouse at postgres://analyst:")  # our marker or Hermes's, never the secret
     assert described.endswith("OPENAI_API_KEY=<redacted> from its environment")
+
+
+def test_a_tool_call_s_content_is_redacted_on_the_records_thread_not_the_agent_s(monkeypatch):
+    """Capture on: a tool's arguments and its result are held as they were on the agent's thread and redacted and
+    converted at the call's end on the records thread, as a model call's content is (a hostile result used to cost
+    its redaction on the tool's call path)."""
+    import threading
+
+    from hermes_otel.emitter import Emitter
+    from hermes_otel.tracking import calls
+
+    converted_on = []
+    to_json = calls.content.to_json
+    monkeypatch.setattr(calls.content, "to_json", lambda value, **kw: (
+        converted_on.append(threading.current_thread().name), to_json(value, **kw))[1])
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    emitter = Emitter()
+    tracker = Tracker(provider.get_tracer("test"), capture_on_spans=True, emitter=emitter)
+    tracker.turn(TURN, SESSION, ctx())
+    args = {"command": "cat .env", "token": "tok-1234567890abcdef"}
+    tool = tracker.start_tool("terminal", ctx(tool_call_id="c1"), args)
+    args["command"] = "changed after the call started"  # held as it was
+    tracker.finish_tool(tool, ctx(tool_call_id="c1"))
+    assert tracker.hold_tool_result(ctx(tool_call_id="c1"), "OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx")
+    tracker.tool_outcome(ctx(tool_call_id="c1", status="ok"))
+    for _ in range(500):  # the records thread ends the span (drain() would run the rest on this thread)
+        if "execute_tool terminal" in by_name(exporter):
+            break
+        threading.Event().wait(0.01)
+    span = by_name(exporter)["execute_tool terminal"]
+    assert json.loads(span.attributes["gen_ai.tool.call.arguments"]) == {"command": "cat .env", "token": "<redacted>"}
+    result = json.loads(span.attributes["gen_ai.tool.call.result"])
+    assert result.startswith("OPENAI_API_KEY=") and "sk-abcdefghijklmnopqrstuvwx" not in result  # ours or Hermes's
+    assert converted_on == ["hermes-otel-records"] * 2
+    emitter.shutdown(5)
+    provider.shutdown()
