@@ -210,24 +210,30 @@ def apply(values: dict[str, Any], env: Mapping[str, str]) -> list[Problem]:
         if header.secret:
             remember(value)
         headers[header.name] = value
-    if headers:
-        general = values.get("otlp.headers", {})
-        for signal in preset.signals:
-            own = values.get(f"otlp.{signal}.headers", {})
-            # Explicit headers of the same name win (compared case-insensitively, as HTTP does).
-            taken = {k.lower() for k in (*general, *own)}
-            values[f"otlp.{signal}.headers"] = {**{k: v for k, v in headers.items() if k.lower() not in taken},
-                                                **general, **own}
-    credentials = [h.name for h in preset.headers if h.secret and h.name in headers]
+    credentials = {h.name for h in preset.headers if h.secret and h.name in headers}
     own = preset.endpoints(env) if preset.base(env) else {}
     for signal in preset.signals:
         target = values.get(f"otlp.{signal}.endpoint") or (
             signal_url(values["otlp.endpoint"], signal) if values.get("otlp.endpoint") else None)
-        if credentials and target and target != own.get(signal):
+        elsewhere = bool(credentials and target and target != own.get(signal))
+        if elsewhere and own:  # the preset's credentials go to the preset's own endpoint only
             problems.append(Problem(f"{SOURCE} {name!r}", f"otlp.{signal}.endpoint",
                                     f"{preset.title}'s own endpoint for its credentials",
-                                    f"{_host(target)}: {preset.title}'s credentials go there (set the endpoint "
-                                    "per signal, or unset the general one)", fatal=False))
+                                    f"{_host(target)}: {preset.title}'s credentials are not sent there (set the "
+                                    "endpoint per signal, or unset the general one)", fatal=False))
+        elif elsewhere:  # a preset with no endpoint of its own: the one configured is the user's choice for it
+            problems.append(Problem(f"{SOURCE} {name!r}", f"otlp.{signal}.endpoint",
+                                    f"{preset.title}'s own endpoint for its credentials",
+                                    f"{_host(target)}: {preset.title}'s credentials go there (set "
+                                    f"{' or '.join(preset.endpoint_env)} to say it is {preset.title}'s)",
+                                    fatal=False))
+        withheld = credentials if elsewhere and own else set()
+        general, explicit = values.get("otlp.headers", {}), values.get(f"otlp.{signal}.headers", {})
+        # Explicit headers of the same name win (compared case-insensitively, as HTTP does).
+        taken = {k.lower() for k in (*general, *explicit)}
+        added = {k: v for k, v in headers.items() if k.lower() not in taken and k not in withheld}
+        if headers:
+            values[f"otlp.{signal}.headers"] = {**added, **general, **explicit}
     resource = {attr: env.get(var, "").strip() or default for attr, var, default in preset.resource}
     resource = {k: v for k, v in resource.items() if v}
     if resource:

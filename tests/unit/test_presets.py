@@ -155,18 +155,24 @@ def test_a_preset_header_value_with_control_characters_is_refused_by_its_variabl
     assert "x-honeycomb-team" not in settings.otlp["traces"].headers
 
 
-def test_vendor_credentials_to_another_endpoint_or_in_clear_text_are_said():
-    """Langfuse's Basic credentials with a general OTEL_EXPORTER_OTLP_ENDPOINT=http://... go to that endpoint, in
-    clear text: both are said (the host only, never the credentials)."""
-    _, problems = settings_for(HERMES_OTEL_BACKEND="langfuse", LANGFUSE_PUBLIC_KEY="pk-lf-1",
-                               LANGFUSE_SECRET_KEY="sk-lf-2", OTEL_EXPORTER_OTLP_ENDPOINT="http://collector.lan:4318")
+def test_vendor_credentials_go_only_to_the_vendors_own_endpoint():
+    """Langfuse's Basic credentials with a general OTEL_EXPORTER_OTLP_ENDPOINT=http://... (another host): they are
+    not sent there, and that is said once (the host only, never the credentials); the preset's other header goes,
+    and its clear text is said too. (They used to be sent, with a warning after the fact.)"""
+    settings, problems = settings_for(HERMES_OTEL_BACKEND="langfuse", LANGFUSE_PUBLIC_KEY="pk-lf-1",
+                                      LANGFUSE_SECRET_KEY="sk-lf-2",
+                                      OTEL_EXPORTER_OTLP_ENDPOINT="http://collector.lan:4318")
     assert [str(p) for p in problems] == [
         "backend preset 'langfuse': otlp.traces.endpoint: expected Langfuse's own endpoint for its credentials, "
-        "found http://collector.lan:4318: Langfuse's credentials go there (set the endpoint per signal, or unset the "
-        "general one)",
-        "otlp.traces: headers: expected https for an endpoint that gets headers, found http://collector.lan: the 2 "
+        "found http://collector.lan:4318: Langfuse's credentials are not sent there (set the endpoint per signal, or "
+        "unset the general one)",
+        "otlp.traces: headers: expected https for an endpoint that gets headers, found http://collector.lan: the 1 "
         "header(s) (credentials, as a rule) would cross the network in clear text"]
     assert not any("pk-lf-1" in str(p) or "sk-lf-2" in str(p) for p in problems)
+    assert (settings.otlp["traces"].endpoint, settings.otlp["traces"].headers) == (
+        "http://collector.lan:4318/v1/traces", {"x-langfuse-ingestion-version": "4"})
+    assert "authorization" in settings_for(HERMES_OTEL_BACKEND="langfuse", LANGFUSE_PUBLIC_KEY="pk-lf-1",
+                                           LANGFUSE_SECRET_KEY="sk-lf-2")[0].otlp["traces"].headers
     # The preset's own endpoint (https), a loopback collector over http: nothing to say.
     assert settings_for(HERMES_OTEL_BACKEND="langfuse", LANGFUSE_PUBLIC_KEY="pk-lf-1",
                         LANGFUSE_SECRET_KEY="sk-lf-2")[1] == ()
