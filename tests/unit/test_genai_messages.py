@@ -609,3 +609,17 @@ def test_a_long_history_is_converted_only_as_far_as_the_budget_could_hold_and_co
     marker = exported[1]["parts"][0]
     assert marker["type"] == "hermes.omitted" and marker["messages"] + len(exported) - 1 == 5000
     assert exported[-1]["parts"] == [{"type": "text", "content": "m4999"}]
+
+
+def test_an_over_budget_history_keeps_its_newest_messages_each_still_readable():
+    """Messages of 1,000 characters each, far over the budget: the newest ones are kept, in order, and each text is
+    shortened to no less than 256 characters: fewer messages, each readable, rather than one more message and every
+    text cut below that (which kept the counts right and passed the other long-history tests)."""
+    from hermes_otel.tracking import messages as conversion
+
+    history = [{"role": "user" if n % 2 else "assistant", "parts": [text(f"{n:04d} " + "w" * 995)]} for n in range(40)]
+    kept = json.loads(to_json(history, cap=CAP))
+    assert kept[0]["parts"][0] == {"type": "hermes.omitted", "messages": 40 - len(kept)}
+    texts = [p["content"] for m in kept for p in m["parts"] if p["type"] == "text"]
+    assert [t[:4] for t in texts] == [f"{n:04d}" for n in range(40 - len(kept), 40)]  # the newest, in order
+    assert len(texts) >= 6 and all(len(t) >= conversion._KEEP for t in texts), [len(t) for t in texts]
