@@ -215,19 +215,18 @@ def apply(values: dict[str, Any], env: Mapping[str, str]) -> list[Problem]:
     for signal in preset.signals:
         target = values.get(f"otlp.{signal}.endpoint") or (
             signal_url(values["otlp.endpoint"], signal) if values.get("otlp.endpoint") else None)
-        elsewhere = bool(credentials and target and target != own.get(signal))
-        if elsewhere and own:  # the preset's credentials go to the preset's own endpoint only
+        withheld: set[str] = set()
+        if credentials and target and target != own.get(signal):
+            if own:  # the preset's credentials go to the preset's own endpoint only
+                withheld = credentials
+                said = f"{preset.title}'s credentials are not sent there (set the endpoint per signal, or unset " \
+                       "the general one)"
+            else:  # a preset with no endpoint of its own: the one configured is the user's choice for it
+                said = f"{preset.title}'s credentials go there (set {' or '.join(preset.endpoint_env)} to say it " \
+                       f"is {preset.title}'s)"
             problems.append(Problem(f"{SOURCE} {name!r}", f"otlp.{signal}.endpoint",
-                                    f"{preset.title}'s own endpoint for its credentials",
-                                    f"{_host(target)}: {preset.title}'s credentials are not sent there (set the "
-                                    "endpoint per signal, or unset the general one)", fatal=False))
-        elif elsewhere:  # a preset with no endpoint of its own: the one configured is the user's choice for it
-            problems.append(Problem(f"{SOURCE} {name!r}", f"otlp.{signal}.endpoint",
-                                    f"{preset.title}'s own endpoint for its credentials",
-                                    f"{_host(target)}: {preset.title}'s credentials go there (set "
-                                    f"{' or '.join(preset.endpoint_env)} to say it is {preset.title}'s)",
+                                    f"{preset.title}'s own endpoint for its credentials", f"{_host(target)}: {said}",
                                     fatal=False))
-        withheld = credentials if elsewhere and own else set()
         general, explicit = values.get("otlp.headers", {}), values.get(f"otlp.{signal}.headers", {})
         # Explicit headers of the same name win (compared case-insensitively, as HTTP does).
         taken = {k.lower() for k in (*general, *explicit)}

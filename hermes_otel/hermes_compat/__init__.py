@@ -312,6 +312,19 @@ def enable_sees_package_plugins(version: str) -> bool:
     return version_key(version)[:2] >= (0, 18)
 
 
+def scoped_home() -> str | None:
+    """The HERMES_HOME of the profile this request runs in, where Hermes scopes it (0.22's dashboard runs each
+    plugin route in the `?profile=` it was asked for: `hermes_constants.get_hermes_home_override()`, context-local,
+    never `os.environ`); None outside a scope or on a Hermes without one."""
+    constants = sys.modules.get("hermes_constants")  # loaded wherever a dashboard serves our routes
+    getter = getattr(constants, "get_hermes_home_override", None)
+    try:
+        home = getter() if callable(getter) else None
+    except Exception:  # noqa: BLE001 - no scope to read
+        return None
+    return home if isinstance(home, str) and home else None
+
+
 def config_path() -> str:
     """The config.yaml Hermes reads (`hermes_cli.config.get_config_path`, public)."""
     from hermes_cli.config import get_config_path

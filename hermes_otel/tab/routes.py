@@ -9,6 +9,7 @@ poll is in the next answer.
 
 from __future__ import annotations
 
+import os
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from .. import config
+from .. import config, hermes_compat
 from ..local import summary
 from ..local.decode import HEX_ID
 from ..local.traces import RequestError, Trace, read_traces
@@ -30,7 +31,11 @@ SOURCE = Query("files", pattern="^(files|jaeger)$")
 
 
 def _directory() -> Path:
-    return config.load_settings().settings.file_directory
+    """Where the record of the profile this request runs in is (Hermes 0.22 scopes each plugin route to the
+    `?profile=` asked for, its HERMES_HOME with it; elsewhere the process's own)."""
+    home = hermes_compat.scoped_home()
+    env = os.environ if home is None else {**os.environ, "HERMES_HOME": home}
+    return config.load_settings(env).settings.file_directory
 
 
 def _jaeger() -> str:

