@@ -86,11 +86,18 @@ def _fetch(url: str, deadline: float) -> tuple[int, bytes]:
         connection = kind(parts.hostname or "", parts.port, timeout=_left(deadline))
     except ValueError:
         raise JaegerError("Jaeger's address is not valid") from None
-    # The deadline cuts the connection wherever it is (a header or a body dripped a byte at a time included).
-    cut = threading.Timer(max(deadline - time.monotonic(), 0.0), _cut, (connection,))
+    # The deadline cuts the socket wherever the request is (a header or a body dripped a byte at a time included,
+    # whatever ends the body): the socket itself, since http.client lets go of `connection.sock` for an answer that
+    # ends at the connection's close.
+    sockets: list[socket.socket] = []
+    cut = threading.Timer(max(deadline - time.monotonic(), 0.0), _cut, (sockets,))
     cut.daemon = True
     cut.start()
     try:
+        connection.connect()  # bounded by the connection's timeout
+        sockets.append(connection.sock)
+        if time.monotonic() >= deadline:  # connected just as the cut fired, with nothing to cut yet
+            raise TimeoutError
         connection.request("GET", target or "/", headers=headers)
         answer = connection.getresponse()
         chunks, size = [], 0
@@ -111,9 +118,8 @@ def _fetch(url: str, deadline: float) -> tuple[int, bytes]:
         connection.close()
 
 
-def _cut(connection: http.client.HTTPConnection) -> None:
-    sock = connection.sock
-    if sock is not None:
+def _cut(sockets: list[socket.socket]) -> None:
+    for sock in sockets:
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:

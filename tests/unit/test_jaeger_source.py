@@ -68,12 +68,20 @@ def ok(body: bytes = EMPTY, status: str = "200 OK", extra: str = "") -> Callable
     return answer
 
 
-def dripping(in_headers: bool) -> Callable[[socket.socket, bytes], None]:
+FRAMINGS = {  # how an answer's body ends: its length, its last chunk, or the connection's close
+    "length": (f"Content-Length: {len(EMPTY)}\r\n".encode(), EMPTY),
+    "chunked": (b"Transfer-Encoding: chunked\r\n", f"{len(EMPTY):x}\r\n".encode() + EMPTY + b"\r\n0\r\n\r\n"),
+    "until close": (b"Connection: close\r\n", EMPTY),
+}
+
+
+def dripping(in_headers: bool, framing: str = "length") -> Callable[[socket.socket, bytes], None]:
     def answer(conn: socket.socket, _head: bytes) -> None:
-        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(EMPTY)}\r\n\r\n".encode()
+        fields, body = FRAMINGS[framing]
+        head = b"HTTP/1.1 200 OK\r\n" + fields + b"\r\n"
         if not in_headers:
             conn.sendall(head)
-        for byte in (head if in_headers else b"") + EMPTY:
+        for byte in (head if in_headers else b"") + body:
             conn.sendall(bytes([byte]))
             time.sleep(0.3)
     return answer
@@ -84,9 +92,13 @@ def short_deadline(monkeypatch):
     monkeypatch.setattr(jaeger, "TIMEOUT_S", 1.0)
 
 
-@pytest.mark.parametrize("in_headers", [True, False], ids=["headers dripped", "body dripped"])
-def test_one_deadline_for_the_whole_request(short_deadline, in_headers):
-    with serving(dripping(in_headers)) as (base, _):
+@pytest.mark.parametrize(("in_headers", "framing"), [(True, "length"), (False, "length"), (False, "chunked"),
+                                                     (False, "until close")],
+                         ids=["headers dripped", "body dripped", "chunked body dripped", "body to the close dripped"])
+def test_one_deadline_for_the_whole_request(short_deadline, in_headers, framing):
+    """Whatever ends the answer (a length, the last chunk, the connection's close: http.client lets go of the
+    socket for that one, which the cut used to miss), the deadline ends the request."""
+    with serving(dripping(in_headers, framing)) as (base, _):
         started = time.monotonic()
         with pytest.raises(jaeger.JaegerError, match="did not answer within 1 s"):
             jaeger.one(base, TRACE_ID)
