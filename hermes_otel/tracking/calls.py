@@ -85,7 +85,7 @@ class Call:
     outcome_seen: bool = False
     ended: bool = False
     # A tool call's captured content, held as it was (content.hold) and redacted on the records thread at its end.
-    held: dict[str, Any] = field(default_factory=dict)
+    held: dict[str, Any] | None = None
 
 
 class Chats:
@@ -280,7 +280,7 @@ class Tools:
         call = Call(span, {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs}, turn=turn,
                     turn_id=text(context.get("turn_id")), key=key)
         if self._capture and args is not None:  # redacted at the call's end, on the records thread
-            call.held[sc.TOOL_CALL_ARGUMENTS] = content.hold(args)
+            call.held = {sc.TOOL_CALL_ARGUMENTS: content.hold(args)}
         if turn is not None:
             turn.tool_calls += 1
         if key:
@@ -312,7 +312,7 @@ class Tools:
         call = self.find(payload)
         if call is None or call.ended:
             return False
-        call.held[sc.TOOL_CALL_RESULT] = content.hold(result)
+        call.held = {**(call.held or {}), sc.TOOL_CALL_RESULT: content.hold(result)}
         return True
 
     def outcome(self, payload: Mapping[str, Any]) -> Span | None:
@@ -405,7 +405,7 @@ class Tools:
         turn, name = call.turn, call.metric_attrs.get(sc.TOOL_NAME, "")
         if turn is not None and (about := turn.tool_descriptions.get(name)):  # the schema the model was given
             call.span.set_attribute(sc.TOOL_DESCRIPTION, about)
-        for name, held in call.held.items():  # arguments and result, redacted here (once) and capped
+        for name, held in (call.held or {}).items():  # arguments and result, redacted here (once) and capped
             call.span.set_attribute(name, content.to_json(held))
         call.span.end(end_time=call.end_ns)
         if self._metrics is not None:
