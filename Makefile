@@ -40,11 +40,11 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 # The first `make test` on a machine fetches and builds what the suite runs against (docs/install.md: about 1.7 GB
 # of Python packages and 2.3 GB of Go modules, some 11 minutes of compiling on 2 cores): each step says what it
 # fetches or builds and how big it is, and pip lists each download with its size as it goes.
-PIP_LOUD := --disable-pip-version-check --progress-bar off
+PIP_LOUD := --disable-pip-version-check install --progress-bar off  # `install`, then its options
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	@echo "== .venv: hermes-otel with hermes-agent 0.19.0 and the test tools (~570 MB installed)"
-	$(BIN)/python -m pip $(PIP_LOUD) install -e '.[test]'
+	$(BIN)/python -m pip $(PIP_LOUD) -e '.[test]'
 	@touch $@
 
 demo: $(VENV)/.demo-installed  ## run a real Hermes session and show its trace
@@ -72,7 +72,7 @@ define server_venv
 @echo "== $(2): a venv of its own in $(CACHE)/$(1) ($(4) installed; each download below)"
 rm -rf $(CACHE)/$(1)
 $(PYTHON) -m venv $(CACHE)/$(1)
-$(CACHE)/$(1)/bin/python -m pip $(PIP_LOUD) install '$(2)'
+$(CACHE)/$(1)/bin/python -m pip $(PIP_LOUD) '$(2)'
 test -x $(CACHE)/$(1)/bin/$(3)
 @touch $@
 endef
