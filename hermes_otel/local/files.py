@@ -96,6 +96,7 @@ def open_file(path: Path) -> tuple[BinaryIO, int] | None:
 class Counter:
     lines: int = 0  # non-blank lines read
     bad: int = 0
+    bytes: int = 0  # of those lines
 
 
 def forward(file: BinaryIO, size: int, counter: Counter) -> Iterator[bytes]:
@@ -115,6 +116,7 @@ def forward(file: BinaryIO, size: int, counter: Counter) -> Iterator[bytes]:
             continue
         if line.strip():
             counter.lines += 1
+            counter.bytes += len(line)
             yield line
 
 
@@ -137,12 +139,14 @@ def backward(file: BinaryIO, size: int, counter: Counter) -> Iterator[bytes]:
         for line in reversed(parts[1:]):
             if line.strip():
                 counter.lines += 1
+                counter.bytes += len(line)
                 yield line
         if len(tail) > MAX_LINE:
             counter.bad += 1
             tail, skipping = b"", True
     if tail.strip() and not skipping:
         counter.lines += 1
+        counter.bytes += len(tail)
         yield tail
 
 

@@ -16,7 +16,8 @@ from ..redaction.masking import printable
 from .decode import HEX_ID, Span
 from .files import Counter, batches, trace_files
 
-__all__ = ["LoadedSpans", "Reading", "RequestError", "Trace", "group_traces", "load_spans", "read_traces", "select"]
+__all__ = ["LoadedSpans", "Reading", "RequestError", "Trace", "build_trace", "group_traces", "load_spans",
+           "read_traces", "select"]
 
 # The newest traces: reading back stops once a line's spans all ended this long before the oldest trace it shows
 # began: a batch is written within seconds of its spans' end, so no span of a shown trace can lie further back.
@@ -64,14 +65,16 @@ class Reading:
     lines_read: int = 0
     bad_lines: int = 0
     complete: bool = True  # False when --last stopped before the start of the files
+    bytes_read: int = 0
 
 
-def read_traces(path: Path, *, trace_id: str | None = None, last: int = 5) -> Reading:
-    """The traces to show: the one whose id is (or starts with) `trace_id`, else the `last` newest."""
+def read_traces(path: Path, *, trace_id: str | None = None, last: int = 5, max_bytes: int | None = None) -> Reading:
+    """The traces to show: the one whose id is (or starts with) `trace_id`, else the `last` newest, read from no more
+    than `max_bytes` of the newest lines (then `complete` is False)."""
     files = trace_files(Path(path))
     if trace_id is not None:
         return _one_trace(files, trace_id)
-    return _newest(files, last)
+    return _newest(files, last, max_bytes)
 
 
 def _one_trace(files: list[Path], wanted: str) -> Reading:
@@ -91,11 +94,11 @@ def _one_trace(files: list[Path], wanted: str) -> Reading:
     if len(found) > 1:
         shown = ", ".join(sorted(found)[:5]) + (", …" if len(found) > 5 else "")
         raise RequestError(f"{len(found)} traces start with {wanted!r} ({shown}); give more of the id")
-    traces = [_build_trace(tid, members) for tid, members in found.items()]
+    traces = [build_trace(tid, members) for tid, members in found.items()]
     return Reading(traces, files, counter.lines, counter.bad)
 
 
-def _newest(files: list[Path], last: int) -> Reading:
+def _newest(files: list[Path], last: int, max_bytes: int | None) -> Reading:
     """Read back from the end until no older line can hold a span of the `last` newest traces."""
     counter = Counter()
     found: dict[str, dict[str, Span]] = {}
@@ -107,6 +110,9 @@ def _newest(files: list[Path], last: int) -> Reading:
         return min(heapq.nlargest(last, starts.values())) if len(starts) >= last else None
 
     for n, batch in enumerate(batches(files, counter, newest_first=True)):
+        if max_bytes is not None and counter.bytes > max_bytes:
+            complete = False
+            break
         line_end = max(span["end_ns"] for span in batch)
         if n % 1024 == 0 or cutoff is None:
             cutoff = oldest_shown()
@@ -120,7 +126,7 @@ def _newest(files: list[Path], last: int) -> Reading:
             found.setdefault(tid, {}).setdefault(span["span_id"], span)
             starts[tid] = min(starts.get(tid, span["start_ns"]), span["start_ns"])
     traces = select(group_traces(s for members in found.values() for s in members.values()), last=last)
-    return Reading(traces, files, counter.lines, counter.bad, complete)
+    return Reading(traces, files, counter.lines, counter.bad, complete, counter.bytes)
 
 
 # -- trees -----------------------------------------------------------------------------------------------------------
@@ -192,12 +198,12 @@ def group_traces(spans: Iterable[Span]) -> list[Trace]:
     for span in spans:
         # setdefault drops duplicates, e.g. the same line read twice.
         by_trace.setdefault(span["trace_id"], {}).setdefault(span["span_id"], span)
-    traces = [_build_trace(trace_id, members) for trace_id, members in by_trace.items()]
+    traces = [build_trace(trace_id, members) for trace_id, members in by_trace.items()]
     traces.sort(key=lambda t: (t.roots[0]["start_ns"] if t.roots else t.start_ns, t.trace_id))
     return traces
 
 
-def _build_trace(trace_id: str, members: dict[str, Span]) -> Trace:
+def build_trace(trace_id: str, members: dict[str, Span]) -> Trace:
     ordered = sorted(members.values(), key=_start_key)
     roots: list[Span] = []
     children: dict[str, list[Span]] = {}

@@ -3,8 +3,8 @@
 GET only and read only; no route takes a file path or an address: the files are the configured local record
 (`file.directory`, as `hermes-otel view` reads it), and `source=jaeger` asks the Jaeger query API named by
 HERMES_OTEL_JAEGER_URL in the dashboard's environment. What is shown is what the exporters wrote, so capture modes
-and redaction apply as they are. Each request reads the newest turns again, so a turn that ended since the last
-poll is in the next answer.
+and redaction apply as they are. Each request sees the files as they are now, so a turn that ended since the last
+poll is in the next answer; record.py bounds the reading (one scan at once, an earlier one's turns reused).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from .. import config, hermes_compat
 from ..local import summary
 from ..local.decode import HEX_ID
 from ..local.traces import RequestError, Trace, read_traces
-from . import jaeger
+from . import jaeger, record
 
 router = APIRouter()
 
-SCAN = 1000  # turns searched by a filter or summed by the sessions view: the newest ones
+SCAN = record.SCAN  # turns searched by a filter or summed by the sessions view: the newest ones
 JAEGER_SCAN = 200  # the same, from Jaeger (each answer carries every span of its traces)
 SOURCE = Query("files", pattern="^(files|jaeger)$")
 
@@ -64,10 +64,12 @@ def _newest(last: int, source: str = "files") -> tuple[list[Trace], dict[str, An
     if not directory.exists():
         return [], {"recorded": False, "skipped_lines": 0, "complete": True}
     try:
-        reading = read_traces(directory, last=last)
+        found, bad_lines, complete = record.newest(directory, last)
+    except record.RecordBusy as exc:
+        raise HTTPException(503, str(exc)) from None
     except OSError as exc:
         raise HTTPException(503, f"cannot read the local record ({exc.strerror or type(exc).__name__})") from None
-    return reading.traces, {"recorded": True, "skipped_lines": reading.bad_lines, "complete": reading.complete}
+    return found, {"recorded": True, "skipped_lines": bad_lines, "complete": complete}
 
 
 @router.get("/traces")
@@ -102,14 +104,20 @@ def trace(trace_id: str, source: str = SOURCE) -> dict[str, Any]:
     if not directory.exists():
         raise HTTPException(404, "no such trace in the local record")
     try:
-        reading = read_traces(directory, trace_id=trace_id)
+        found = record.one(directory, trace_id)
+        if found is None:
+            with record.scan_slot():
+                reading = read_traces(directory, trace_id=trace_id)
+            if not reading.traces:
+                raise HTTPException(404, "no such trace in the local record")
+            found = reading.traces[0]
+    except record.RecordBusy as exc:
+        raise HTTPException(503, str(exc)) from None
     except RequestError as exc:
         raise HTTPException(400, str(exc)) from None
     except OSError as exc:
         raise HTTPException(503, f"cannot read the local record ({exc.strerror or type(exc).__name__})") from None
-    if not reading.traces:
-        raise HTTPException(404, "no such trace in the local record")
-    return summary.detail(reading.traces[0])
+    return summary.detail(found)
 
 
 @router.get("/sessions")

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,6 +187,16 @@ def test_the_traces_tab_in_a_real_dashboard_and_browser(dashboard, tmp_path):
         _shoot(page, "dashboard-failed-layer-dark.png", tmp_path)
         page.locator(".hot-button", has_text="all turns").click()
         page.wait_for_selector(".hot-row", timeout=10_000)
+
+        # Typing asks for the text typed last only (issue 47, item 5: each keystroke used to start a scan).
+        asked: list[str] = []
+        page.on("request", lambda r: asked.append(r.url) if "/api/plugins/hermes_otel/traces?" in r.url else None)
+        page.locator(".hot-search").press_sequentially("mw_beta", delay=60)
+        page.wait_for_function("document.querySelectorAll('.hot-row').length === 1", timeout=5_000)
+        assert page.locator(".hot-row").first.get_attribute("data-trace") == newest
+        assert asked and {urllib.parse.parse_qs(urllib.parse.urlsplit(u).query)["q"][0] for u in asked} == {"mw_beta"}
+        page.locator(".hot-search").fill("")
+        page.wait_for_function("document.querySelectorAll('.hot-row').length === 2", timeout=5_000)
 
         # Light: a user theme of the host with a light palette; the tab follows the host's colours.
         token = page.evaluate("window.__HERMES_SESSION_TOKEN__")

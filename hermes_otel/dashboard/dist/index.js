@@ -13,6 +13,7 @@
   var useRef = SDK.hooks.useRef;
   var API = "/api/plugins/hermes_otel";
   var POLL_MS = 1000;
+  var SETTLE_MS = 300;  // a changed filter is asked for once typing has paused this long
 
   // -- formatting ------------------------------------------------------------------------------------------------
 
@@ -80,10 +81,13 @@
   function usePoll(url, paused) {
     var state = useState({ data: null, error: "" });
     var set = state[1];
+    var started = useRef(false);
     useEffect(function () {
-      var alive = true, timer = null;
+      // Each keystroke changes the url: only the one typed last is asked for (after SETTLE_MS), and the answer to
+      // one no longer shown is dropped, its request aborted.
+      var alive = true, timer = null, control = window.AbortController ? new AbortController() : null;
       function tick() {
-        SDK.fetchJSON(url).then(function (data) {
+        SDK.fetchJSON(url, control ? { signal: control.signal } : undefined).then(function (data) {
           if (alive) set({ data: data, error: "" });
         }).catch(function (err) {
           if (alive) set(function (old) { return { data: old.data, error: String(err && err.message || err) }; });
@@ -91,8 +95,9 @@
           if (alive && !paused) timer = setTimeout(tick, POLL_MS);
         });
       }
-      tick();
-      return function () { alive = false; if (timer) clearTimeout(timer); };
+      timer = setTimeout(tick, started.current ? SETTLE_MS : 0);
+      started.current = true;
+      return function () { alive = false; if (timer) clearTimeout(timer); if (control) control.abort(); };
     }, [url, paused]);
     return state[0];
   }
