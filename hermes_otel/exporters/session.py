@@ -6,8 +6,10 @@
 * What each request came to, per thread: the SDK exporter answers only success or failure, and we must tell a
   refused batch (HTTP 400, 413, 422: removed) from an unreachable endpoint (kept), and say why an endpoint fails.
   A request that fails calls `on_failure(reason)` at once, before the SDK's retry backoff.
-* Once closed (the SDK exporter's `shutdown()` closes it), no new request starts. A request already in flight is
-  not ours to cut: the spooling exporter stops waiting for it instead (exporters/spool/delivery.py).
+* One deadline per export (deadline.py): the connections are watched, and cut at the export timeout however slowly
+  the collector answers.
+* Once closed (the SDK exporter's `shutdown()` closes it), no new request starts; the one in flight is cut
+  (exporters/spool/delivery.py).
 """
 
 from __future__ import annotations
@@ -19,12 +21,16 @@ from typing import Any
 
 import requests
 
+from . import deadline
+
 SDK_HEADERS = frozenset({"content-type", "user-agent", "content-encoding"})  # the SDK's own; the rest came from env
 
 
 class ExporterSession(requests.Session):
     def __init__(self, headers: Mapping[str, str]) -> None:
         super().__init__()
+        self.mount("http://", deadline.Adapter())  # every request ends at its export's deadline
+        self.mount("https://", deadline.Adapter())
         self.hermes_headers = dict(headers)
         self.hermes_closed = False
         self.hermes_status = threading.local()  # this thread's last request: .code, .retry_after (None: no answer)
@@ -41,7 +47,7 @@ class ExporterSession(requests.Session):
             response = super().request(method, url, *args, **kwargs)
         except Exception as exc:
             if not self.hermes_closed:
-                self._failed(reason(exc))
+                self._failed("no whole answer within the export timeout" if deadline.expired() else reason(exc))
             raise
         self.hermes_status.code = response.status_code
         self.hermes_status.retry_after = response.headers.get("Retry-After")

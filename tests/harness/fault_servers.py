@@ -21,6 +21,7 @@ Each is a real socket server (no mocks) that counts the requests it saw:
 from __future__ import annotations
 
 import datetime
+import select
 import socket
 import ssl
 import struct
@@ -62,10 +63,12 @@ def self_signed_cert(directory: Path, host: str = "collector.other.invalid") -> 
 
 class FaultServer:
     def __init__(self, mode: str, *, status: int = 503, retry_after: str | None = None,
-                 failures: int | None = None, delay_s: float = 5.0) -> None:
-        assert mode in ("blackhole", "slow", "status", "reset", "tls", "silent", "unanswered"), mode
+                 failures: int | None = None, delay_s: float = 5.0, limit: int = 32 * 1024) -> None:
+        assert mode in ("blackhole", "slow", "status", "reset", "tls", "silent", "unanswered", "drip", "limit"), mode
         self.mode, self.status, self.retry_after = mode, status, retry_after
-        self.failures, self.delay_s = failures, delay_s
+        self.failures, self.delay_s, self.limit = failures, delay_s, limit
+        self._dripping: dict[int, float] = {}  # answers being dripped now (drip): connection -> when it began
+        self.taken: list[tuple[str, bytes]] = []  # (path, body) of every request answered 200
         self.requests: list[tuple[float, str]] = []  # (monotonic arrival, path)
         self.bodies: list[tuple[str, bytes]] = []  # (path, body) of every request read whole
         self.handshakes_failed = 0
@@ -179,12 +182,40 @@ class FaultServer:
             return False
         if self.mode == "slow":
             self._stop.wait(self.delay_s)
+        if self.mode == "drip":  # a status and headers, then one byte of a long body every delay_s
+            return self._drip(conn)
         status, extra = 200, ""
+        if self.mode == "limit" and length > self.limit:  # as a proxy with a body limit answers
+            status = 413
         if self.mode == "status" and (self.failures is None or seen <= self.failures):
             status = self.status
             if self.retry_after is not None:
                 extra = f"Retry-After: {self.retry_after}\r\n"
+        if status == 200:
+            with self._lock:
+                self.taken.append((path, body[:length]))
         conn.sendall(
             f"HTTP/1.1 {status} X\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n{extra}\r\n".encode()
         )
         return True
+
+    def longest_drip_s(self) -> float:
+        """How long the oldest answer being dripped now has been (0: none)."""
+        with self._lock:
+            return time.monotonic() - min(self._dripping.values()) if self._dripping else 0.0
+
+    def _drip(self, conn: socket.socket) -> bool:
+        with self._lock:
+            self._dripping[id(conn)] = time.monotonic()
+        try:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 100000\r\n\r\n")
+            while not self._stop.is_set():
+                if select.select([conn], [], [], self.delay_s)[0] and not conn.recv(1):
+                    return False  # the client shut its end: it gave up on this answer
+                conn.sendall(b"\0")
+        except OSError:  # the client gave up on it: the answer ends here
+            pass
+        finally:
+            with self._lock:
+                del self._dripping[id(conn)]
+        return False

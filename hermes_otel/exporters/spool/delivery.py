@@ -8,19 +8,19 @@ re-sender's included (its first spooled batch is the probe). What is not deliver
 (`spool = false`), dropped and counted in `hermes.otel.exporter.dropped`. What is delivered, failed and why comes
 from what the SDK exporter returns and what our HTTP session saw (:mod:`..session`), never from its log lines.
 
-Shutdown (process exit, a retired configuration) is bounded: :func:`close_all` gives each exporter of a pipeline a
-deadline — :data:`SPOOL_WAIT_S` with the spool (all exporters together at process exit), the flush budget without
-it, none for an endpoint already failing — and then shuts the SDK exporter down (its retry sleep ends, no new request
-starts, gRPC cancels its call) and stops waiting for the export in flight: each export runs on a thread of its own,
-which the processor's thread waits for until that deadline, so a request stuck at any stage (a connect a firewall
-never answers, a TLS handshake or a proxy that hangs, a collector that never answers) is left behind, and its batch
-and the batches the processor still holds are spooled without the network. A collector that hangs never holds the
-process. A batch the collector received but did not acknowledge in time is sent again (at-least-once).
+Every export ends at `otlp.timeout_millis`, whatever the collector does: connect, send and every byte of the answer
+(:mod:`..deadline` cuts the socket; gRPC has a deadline of its own). Shutdown (process exit, a retired
+configuration) is bounded: :func:`close_all` gives each exporter of a pipeline a deadline — :data:`SPOOL_WAIT_S`
+with the spool (all exporters together at process exit), the flush budget without it, none for an endpoint already
+failing — and then shuts the SDK exporter down (its retry sleep ends, no new request starts, gRPC cancels its call)
+and cuts the request in flight at whatever stage it is (a connect a firewall never answers, a TLS handshake or a
+proxy that hangs, a collector that never answers), so its batch and the batches the processor still holds are
+spooled without the network. A collector that hangs never holds the process. A batch the collector received but
+did not acknowledge in time is sent again (at-least-once).
 """
 
 from __future__ import annotations
 
-import contextvars
 import os
 import threading
 import time
@@ -33,6 +33,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ..._internal import log as _log
+from .. import deadline
 from ..file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 from ..health import current, health
 from ..private import UnsafePath
@@ -95,7 +96,8 @@ class _Spooling:
     count: Callable[..., int]  # items in a batch
 
     def __init__(self, inner: Any, session: ExporterSession | None, endpoint: str, key: str, spool: Spool | None,
-                 budget_s: float, owner: Any = None, client: tuple[Any, ...] | None = None) -> None:
+                 budget_s: float, owner: Any = None, client: tuple[Any, ...] | None = None,
+                 timeout_s: float = 10.0) -> None:
         self.inner, self.session, self.endpoint, self.key, self.spool = inner, session, endpoint, key, spool
         self.budget_s, self.owner = budget_s, owner
         self.client = client  # its SDK exporter's :func:`.sdk.client_key`: the re-sender sends through it too
@@ -104,7 +106,7 @@ class _Spooling:
         self.endpoints = frozenset({endpoint})
         self.closing = False
         self.exit_pending = False  # the pipeline is shutting down (close_all)
-        self._done = threading.Event()  # the export in flight ended, or was given up on
+        self.timeout_s = timeout_s
         if session is not None:
             session.on_failure = self.attempt_failed
         if spool is not None:
@@ -137,30 +139,19 @@ class _Spooling:
         return self.failed
 
     def _send(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The SDK export on a thread of its own, in this context (the SDK's suppression of instrumentation
-        included), waited for until it returns or :meth:`interrupt` gives up on it. Returns (result, acknowledged,
-        why not), the exception it raised, or None when it was given up on."""
-        answer: list[Any] = []
-        done = self._done = threading.Event()
+        """The SDK export on this thread, ended at the export timeout whatever the collector does (deadline.py).
+        Returns (result, acknowledged, why not), or the exception it raised."""
         session = self.session
-
-        def send() -> None:
-            current.export = self  # the SDK's retry warnings in our exports stay at DEBUG (health.py)
-            try:
+        current.export = self  # the SDK's retry warnings in our exports stay at DEBUG (health.py)
+        try:
+            with deadline.until(time.monotonic() + self.timeout_s, self):
                 result = self.inner.export(*args, **kwargs)
-                ok = session is None or session.acknowledged()
-                answer.append((result, ok, session.last_failure() if session is not None else None))
-            except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the processor's thread
-                answer.append(exc)
-            finally:
-                current.export = None
-                done.set()
-
-        context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(send,), name=f"hermes-otel-export-{self.signal}",
-                         daemon=True).start()  # daemon: one left behind at the deadline never holds the exit
-        done.wait()
-        return answer[0] if answer else None
+            return result, session is None or session.acknowledged(), (
+                session.last_failure() if session is not None else None)
+        except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the processor's thread
+            return exc
+        finally:
+            current.export = None
 
     def attempt_failed(self, why: str) -> None:
         """Our session saw a request fail (before the SDK's retry backoff): one health report (none for what
@@ -186,10 +177,10 @@ class _Spooling:
         self.closing = True
         _open.discard(self)
         try:
-            self.inner.shutdown()  # ends the retry sleep; the session (HTTP) or the channel (gRPC) is closed
+            self.inner.shutdown()  # ends the retry sleep; the session (HTTP) or the channel (gRPC: its call) is closed
         except Exception:  # noqa: BLE001 - closing is best-effort
             pass
-        self._done.set()  # the processor's thread stops waiting for the export in flight: its batch is spooled
+        deadline.cut(self)  # the HTTP request in flight ends now: its batch is spooled
 
     def shutdown(self, *args: Any, **kwargs: Any) -> None:
         """The processor drained its queue through us (bounded by :func:`close_all`'s deadline): close."""
@@ -259,7 +250,7 @@ def spooling_exporter(signal: str, target: Any, settings: Any) -> Any:
     cls = {"traces": SpoolingSpanExporter, "logs": SpoolingLogExporter, "metrics": SpoolingMetricExporter}[signal]
     return cls(*sdk_exporter(signal, target), target.endpoint,
                endpoint_key(target.protocol, target.endpoint, target.headers), spool_for(settings),
-               settings.flush_timeout_s, settings, client_key(signal, target))
+               settings.flush_timeout_s, settings, client_key(signal, target), target.timeout_s)
 
 
 def metric_preferences(environ: Mapping[str, str] | None = None) -> tuple[dict[type, Any], dict[type, Any]]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
+from .. import deadline
 from ..health import current, health, install_log_filter
 from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
 
@@ -173,23 +174,24 @@ def export(signal: str, target: Any, batch: Any, exporters: Exporters) -> Outcom
     of the same signal each time (a live endpoint refusing this batch); anything else keeps it for later."""
     exporter, session = exporters.get(signal, target)
     for _ in range(1 if session is not None else REFUSALS):
-        delivered, failure = _send(exporter, session, batch)
+        delivered, failure = _send(exporter, session, batch, target.timeout_s)
         if delivered:
             return Outcome("sent")
         status = session.last_status() if session is not None else None
         if status is not None:
             kind = "rejected" if status in REJECTED_HTTP else "retry"
             return Outcome(kind, detail=f"HTTP {status}", retry_after_s=session.last_retry_after())
-        if failure is not None or session is not None or not _send(exporter, None, _empty(signal))[0]:
+        if failure is not None or session is not None or not _send(exporter, None, _empty(signal), target.timeout_s)[0]:
             return Outcome("retry", detail=failure or ("no answer" if session is not None else "gRPC export failed"))
     return Outcome("rejected", detail=f"gRPC: refused {REFUSALS} times by an endpoint that takes other requests")
 
 
-def _send(exporter: Any, session: Any, batch: Any) -> tuple[bool, str | None]:
+def _send(exporter: Any, session: Any, batch: Any, timeout_s: float) -> tuple[bool, str | None]:
     """(delivered, why not: an exception's name, or what our session saw; None when the exporter said FAILURE)."""
     current.export = _RESENDING
     try:
-        result = exporter.export(batch)
+        with deadline.until(time.monotonic() + timeout_s, _RESENDING):
+            result = exporter.export(batch)
     except Exception as exc:  # noqa: BLE001 - an exporter bug keeps the batch for later
         return False, f"{type(exc).__name__}: {exc}"[:200]
     finally:
