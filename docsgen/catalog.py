@@ -171,8 +171,9 @@ ATTRIBUTES: dict[str, str] = {
     "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof` or `relay` (metric attribute).",
     "hermes.otel.spool.reason": "Why a spooled batch was removed unsent: `size` or `age` (over `spool_max_mb` / "
     "`spool_max_age`), `disk` (its disk came near full: the spool leaves the last 64 MiB, or a tenth of a small "
-    "disk, to the local record), `rejected` (the endpoint refused it: HTTP 400, 413, 422, or over gRPC "
-    "failed twice while the endpoint took an empty request), `unreadable` (no readable request in it) (metric "
+    "disk, to the local record), `rejected` (an item the endpoint refused on its own, once the batch was split: "
+    "HTTP 400, 413, 422, or over gRPC failed twice while the endpoint took an empty request), `not_taken` (the "
+    "endpoint does not take the signal: HTTP 404, 405, 501), `unreadable` (no readable request in it) (metric "
     "attribute).",
 }
 

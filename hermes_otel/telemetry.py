@@ -242,6 +242,8 @@ class Telemetry:
         # it), so the metrics' own files are written within it too.
         _side_by_side(self.tracer_provider.shutdown, self.logger_provider.shutdown, wait_s=timeout_ms / 2000)
         safely(functools.partial(self.meter_provider.shutdown, timeout_millis=timeout_ms))
+        if spooling is not None:
+            spooling.delivery.health.say_left()
 
 
 def _side_by_side(*works: Any, flushing: bool = False, wait_s: float | None = None) -> None:

@@ -29,7 +29,7 @@ from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from .._internal import log as _log
-from ..redaction.masking import OTLP_EXPORTER_LOGGERS
+from ..redaction.masking import OTLP_EXPORTER_LOGGERS, mask_url
 
 current = threading.local()  # .export: who exports (.signal, .report(record)) while one of our exports runs
 
@@ -43,6 +43,8 @@ class ExportHealth:
         self.dropped: Counter[str] = Counter()  # signal -> items dropped after failed exports
         self.dropped_at: Counter[str] = Counter()  # endpoint -> items dropped exporting to it
         self.spooled_to: dict[str, str] = {}  # endpoint -> the spool directory that keeps what it cannot take
+        self.not_taken: dict[str, str] = {}  # endpoint -> why it does not take its signal (for the rest of the run)
+        self.left_at_exit: Counter[tuple[str, str]] = Counter()  # (signal, endpoint) -> items spooled at shutdown
 
     def drop(self, signal: str, endpoint: str, count: int) -> None:
         self.dropped[signal] += count
@@ -63,6 +65,35 @@ class ExportHealth:
         except Exception:  # noqa: BLE001 - the reporter must not become the failure
             pass
 
+    def not_taking(self, signal: str, endpoint: str, why: str) -> None:
+        """The endpoint does not take `signal` at all (HTTP 404, 405, 501): it is not sent there for the rest of the
+        run, said once, instead of filling the spool with what it will never take."""
+        self.not_taken[endpoint] = why
+        _log.once(f"not-taken:{endpoint}", "hermes-otel: %s does not take %s (%s); %s are not sent there for the "
+                  "rest of this run and are counted in %s (a wrong URL path answers the same: check the endpoint)",
+                  mask_url(endpoint), signal, why, signal, "hermes.otel.exporter.dropped", per_process=True)
+
+    def refused(self, signal: str, endpoint: str, why: str) -> None:
+        """The endpoint refused a batch for its content (HTTP 400, 413, 422): it answers, the batch alone is the
+        problem. Said once; the spool's sender splits it (resend.py)."""
+        spool = self.spooled_to.get(endpoint)
+        consequence = (f"it is kept in the spool {spool} and sent again in smaller parts (an item refused on its own "
+                       "is removed and counted in hermes.otel.spool.evicted)" if spool
+                       else "it is dropped and counted in hermes.otel.exporter.dropped")
+        _log.once(f"refused:{endpoint}", "hermes-otel: %s refused a %s batch (%s); %s (repeats are logged at DEBUG)",
+                  mask_url(endpoint), signal, why, consequence, per_process=True)
+
+    def say_left(self) -> None:
+        """What a shutdown spooled unacknowledged from an endpoint not known to fail (slower than the exit's wait: a
+        backend still warming up), said once per endpoint: which signal, how much, where it waits."""
+        for (signal, endpoint), items in sorted(self.left_at_exit.items()):
+            _log.once(f"left-at-exit:{endpoint}", "hermes-otel: %d %s for %s were not acknowledged before shutting "
+                      "down and wait in the spool %s; they are sent once it answers (by the next run, or now by "
+                      "`hermes-otel spool send`)", items,
+                      _UNITS.get(signal, signal), mask_url(endpoint), self.spooled_to.get(endpoint, "(none)"),
+                      per_process=True)
+        self.left_at_exit.clear()
+
     def success(self, endpoint: str) -> None:
         if endpoint in self._failing:
             with self._lock:
@@ -78,6 +109,7 @@ class ExportHealth:
         return any(endpoints is None or e in endpoints for e in list(self._failing))
 
 
+_UNITS = {"traces": "spans", "logs": "log records", "metrics": "metric points"}
 health = ExportHealth()
 
 

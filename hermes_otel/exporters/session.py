@@ -24,6 +24,8 @@ import requests
 from . import deadline
 
 SDK_HEADERS = frozenset({"content-type", "user-agent", "content-encoding"})  # the SDK's own; the rest came from env
+REFUSED = frozenset({400, 413, 422})  # the batch itself is refused (too large, or not valid to the endpoint)
+NOT_TAKEN = frozenset({404, 405, 501})  # the endpoint does not take this signal at all
 
 
 class ExporterSession(requests.Session):
@@ -51,13 +53,13 @@ class ExporterSession(requests.Session):
             raise
         self.hermes_status.code = response.status_code
         self.hermes_status.retry_after = response.headers.get("Retry-After")
-        if response.status_code >= 300:
-            self._failed(f"HTTP {response.status_code}")
+        if response.status_code >= 300:  # an answer about the batch or the signal is not the endpoint failing
+            self._failed(f"HTTP {response.status_code}", response.status_code not in REFUSED | NOT_TAKEN)
         return response
 
-    def _failed(self, why: str) -> None:
+    def _failed(self, why: str, failing: bool = True) -> None:
         self.hermes_status.failure = why
-        if self.on_failure is not None:
+        if failing and self.on_failure is not None:
             try:
                 self.on_failure(why)
             except Exception:  # noqa: BLE001 - the reporter must not become the failure

@@ -28,12 +28,13 @@ class OTLPGrpcReceiver(
     metrics_service_pb2_grpc.MetricsServiceServicer,
 ):
     def __init__(self, *, answer: grpc.StatusCode | None = None, hang: bool = False, port: int = 0,
-                 identity_only: bool = False, empty_ok: bool = False) -> None:
+                 identity_only: bool = False, empty_ok: bool = False, max_message: int | None = None) -> None:
         """`answer`: a status every Export fails with instead of receiving (an endpoint that refuses); `empty_ok`:
         except an empty one, taken as any live collector takes it (an endpoint that refuses the batches); `hang`: every
         Export is taken and never answered (until the receiver stops); `port`: a fixed one (a collector back on its
         address); `identity_only`: gRPC's own compression setting allows no compression, so the server refuses a
-        compressed request (UNIMPLEMENTED) before any handler: proof of what the client sent."""
+        compressed request (UNIMPLEMENTED) before any handler: proof of what the client sent; `max_message`: the
+        largest request taken, in bytes (a collector's `max_recv_msg_size_mib`): a larger one is RESOURCE_EXHAUSTED."""
         self.answer, self.hang, self.empty_ok = answer, hang, empty_ok
         self.empty = 0  # empty requests taken
         self.refused = 0
@@ -48,6 +49,8 @@ class OTLPGrpcReceiver(
         self.metric_requests = 0
         self.metadata: list[dict[str, str]] = []  # each request's headers
         options = [("grpc.compression_enabled_algorithms_bitset", 1)] if identity_only else []  # bit 0: identity
+        if max_message is not None:
+            options.append(("grpc.max_receive_message_length", max_message))
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=options)
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self._server)
         logs_service_pb2_grpc.add_LogsServiceServicer_to_server(self, self._server)

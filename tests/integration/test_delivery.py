@@ -6,8 +6,11 @@ at the defaults users get except the export timeout, shortened so the test runs 
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
+import re
+import subprocess
 import threading
 import time
 
@@ -70,3 +73,65 @@ def test_a_collector_dripping_its_answer_over_40_session_ends(llm, monkeypatch, 
     assert rss[-1] - rss[9] < 30, rss
     assert sum(health.dropped.values()) == dropped_before  # nothing dropped behind a stuck export
     assert stats.spooled["traces"] > 0  # what the collector did not take waits in the spool
+
+
+@pytest.mark.parametrize("backend", ["phoenix", "mlflow"])
+def test_plain_otlp_to_a_traces_only_backend_sends_it_only_traces_and_says_what_waits(backend, tmp_path):
+    """Phoenix answers plain OTLP metrics and logs with 405, MLflow with 404: before, each batch was spooled "to be
+    re-sent once it answers", and the spool grew with data those backends never take. And a backend just started
+    (MLflow's first requests are slow) kept part of a one-shot `hermes chat`'s trace in the spool without a word.
+
+    A real `hermes chat` (its real exit) to a freshly started backend over plain OTLP (one base endpoint for every
+    signal): the spool holds no metrics or logs, each signal it does not take is said once, whatever traces wait in
+    the spool are said with their number, and `hermes-otel spool send` delivers them: the backend ends with every span
+    of the local record, once."""
+    from hermes_otel.cli import view
+    from hermes_otel.testing.fake_llm import FakeLLMServer, ToolCall
+    from tests.harness.backends import MLflow, Phoenix, wait_until
+    from tests.harness.hermes import BIN, clean_env, hermes_chat, write_home
+
+    server = Phoenix() if backend == "phoenix" else MLflow()
+    script = (Reply.tools(ToolCall("terminal", {"command": "echo cold"}, id="call_c")), Reply.text("cold ok"))
+    try:
+        server.start()
+        with FakeLLMServer(script) as llm:
+            home = write_home(tmp_path / "home", llm.base_url)
+            env = clean_env(home, OTEL_EXPORTER_OTLP_ENDPOINT=server.url,
+                            **({"OTEL_EXPORTER_OTLP_HEADERS": "x-mlflow-experiment-id=0"} if backend == "mlflow"
+                               else {}))
+            chat = hermes_chat("run echo cold", env=env)
+            assert chat.returncode == 0 and chat.answer == "cold ok", chat.stderr[-3000:]
+        said = (home / "logs" / "agent.log").read_text(errors="replace")
+        spool = home / "otel" / "spool"
+        status = 405 if backend == "phoenix" else 404
+        # Logs go out during the run: the first answer stops them. Metrics go out once, at exit: a backend slower
+        # than the exit's wait has not answered yet, so that one batch waits, said, and the next send removes it.
+        assert said.count(f"/v1/logs does not take logs (HTTP {status})") == 1, said[-3000:]
+        assert said.count(f"/v1/metrics does not take metrics (HTTP {status})") == (
+            0 if list(spool.glob("metrics/*.jsonl")) else 1), said[-3000:]
+        recorded = view.read_traces(home / "otel", last=5).traces
+        assert len(recorded) == 1
+        expected = sorted(s["span_id"] for s in recorded[0].spans)
+        waiting = list(spool.glob("*/*.jsonl"))
+        for signal in ("traces", "logs", "metrics"):  # what waits was said, with how much
+            if list(spool.glob(f"{signal}/*.jsonl")):
+                assert re.search(rf"\d+ \w[\w ]* for \S+/v1/{signal} were not acknowledged before shutting down",
+                                 said), said[-3000:]
+        if waiting:
+            result = subprocess.run([str(BIN / "hermes-otel"), "spool", "send"], env=env, capture_output=True,
+                                    text=True, timeout=120)
+            assert result.returncode == 0, result.stdout + result.stderr
+        assert not list(spool.glob("*/*.jsonl"))  # nothing left that the backend will never take
+        got = wait_until(lambda: (ids := _stored(server, backend)) and len(ids) >= len(expected) and ids, 30,
+                         f"every span in {backend}")
+        assert sorted(got) == expected  # every span, once
+    finally:
+        server.stop()
+
+
+def _stored(server, backend: str) -> list[str]:
+    """The span ids the backend stores (hex)."""
+    if backend == "phoenix":
+        return [s["context"]["span_id"] for s in server.spans()]
+    return [base64.b64decode(s["span_id"]).hex() if len(s["span_id"]) != 16 else s["span_id"]
+            for t in server.traces("0") for s in server.spans(t["trace_id"])]

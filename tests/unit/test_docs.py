@@ -44,6 +44,7 @@ def test_architecture_states_the_bounds_of_the_code():
 
 
 def test_reliability_states_the_constants_of_the_code():
+    from hermes_otel.exporters.session import REFUSED
     from hermes_otel.exporters.spool import delivery, resend
 
     text = " ".join((DOCS / "reliability.md").read_text(encoding="utf-8").split())
@@ -53,8 +54,8 @@ def test_reliability_states_the_constants_of_the_code():
         f"the batch processor's thread tries it again every {delivery.LIVE_RETRY_S:g} s",
         f"at least {resend.MIN_GAP_S * 1000:g} ms between batches, at most a quarter of one core",
         f"backs off ({resend.BACKOFF_S[0]:g} s doubling to {resend.BACKOFF_S[1]:g} s",
-        "(HTTP " + ", ".join(str(c) for c in sorted(resend.REJECTED_HTTP)[:-1])
-        + f", {sorted(resend.REJECTED_HTTP)[-1]}; over gRPC, failed twice",
+        "on its own (HTTP " + ", ".join(str(c) for c in sorted(REFUSED)[:-1])
+        + f", {sorted(REFUSED)[-1]}; over gRPC, failed twice",
     ):
         assert phrase in text, phrase
     assert resend.BUSY_SHARE == 0.25  # "a quarter of one core"

@@ -164,14 +164,14 @@ def test_a_batch_is_re_sent_over_grpc_with_the_headers_and_compression_configure
     assert metadata["x-tenant"] == "blue"
 
 
-def _send_to_a_collector_refusing_it(tmp_path: Path, empty_ok: bool) -> tuple[OTLPGrpcReceiver, SendReport, Spool,
-                                                                                  int]:
+def _send_to_a_collector_refusing_it(tmp_path: Path, empty_ok: bool, count: int = 5) -> tuple[
+        OTLPGrpcReceiver, SendReport, Spool, int]:
     """One spooled trace batch sent (as `spool send` does) to a gRPC collector that answers INVALID_ARGUMENT (and
     takes an empty request, or not): the receiver, the report, the spool, and the rejected count before."""
     with OTLPGrpcReceiver(answer=grpc.StatusCode.INVALID_ARGUMENT, empty_ok=empty_ok) as receiver:
         spool = Spool(tmp_path / "spool", 1 << 20, 86400)
         key = endpoint_key("grpc", receiver.endpoint)
-        spool.put("traces", key, [encode_spans_json(spans())])
+        spool.put("traces", key, [encode_spans_json(spans(count))])
         before = stats.evicted[("traces", "rejected")]
         report = send_all(spool, {("traces", key): OTLPTarget(receiver.endpoint, "grpc", {}, 2.0, "none")})
         return receiver, report, spool, before
@@ -179,14 +179,21 @@ def _send_to_a_collector_refusing_it(tmp_path: Path, empty_ok: bool) -> tuple[OT
 
 def test_a_grpc_batch_a_live_endpoint_refuses_is_removed_and_counted(tmp_path: Path, caplog) -> None:
     """gRPC answers our exports only SUCCESS or FAILURE (the status is in the SDK's log line, which is not ours to
-    read): a batch failed twice by an endpoint that takes an empty request each time is refused. It is removed and
+    read): a span failed twice by an endpoint that takes an empty request each time is refused. It is removed and
     counted (reason = rejected), said once."""
-    receiver, report, spool, before = _send_to_a_collector_refusing_it(tmp_path, empty_ok=True)
+    receiver, report, spool, before = _send_to_a_collector_refusing_it(tmp_path, empty_ok=True, count=1)
     assert (receiver.refused, receiver.empty) == (2, 2)  # "twice", as docs/reliability.md says
     assert report.rejected == 1 and spool.entries() == []
     assert stats.evicted[("traces", "rejected")] == before + 1
-    assert sum("rejected a spooled traces batch (gRPC: refused 2 times by an endpoint that takes other requests)"
-               in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING) == 1
+    assert sum("refused 1 span(s) of a spooled traces batch one by one (gRPC: refused 2 times by an endpoint that "
+               "takes other requests)" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING) == 1
+
+
+def test_a_refused_grpc_batch_is_split_before_anything_is_removed(tmp_path: Path) -> None:
+    """Five spans the endpoint refuses one by one: four splits (one refusal each), then each span refused twice."""
+    receiver, report, spool, before = _send_to_a_collector_refusing_it(tmp_path, empty_ok=True, count=5)
+    assert (receiver.refused, receiver.empty) == (4 + 5 * 2, 4 + 5 * 2)
+    assert report.rejected == 1 and spool.entries() == [] and stats.evicted[("traces", "rejected")] == before + 5
 
 
 def test_a_grpc_endpoint_that_refuses_everything_keeps_the_batch(tmp_path: Path) -> None:

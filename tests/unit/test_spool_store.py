@@ -32,9 +32,10 @@ from hermes_otel.cli import view
 from hermes_otel.config import OTLPTarget
 from hermes_otel.exporters.file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 from hermes_otel.exporters.health import health
+from hermes_otel.exporters.session import NOT_TAKEN, REFUSED
 from hermes_otel.exporters.spool import delivery
 from hermes_otel.exporters.spool.decode import pieces
-from hermes_otel.exporters.spool.resend import REJECTED_HTTP, send_all
+from hermes_otel.exporters.spool.resend import send_all
 from hermes_otel.exporters.spool.store import Spool, endpoint_key, read_requests, stats
 from tests.harness.extras import needs_grpc
 from tests.harness.fault_servers import FaultServer, refused_endpoint
@@ -206,8 +207,9 @@ def test_one_grpc_endpoint_re_sends_the_batches_of_every_signal(tmp_path: Path, 
 
 # What docs/reliability.md promises (issue 30): a batch is removed only after a 2xx, or when the endpoint refuses the
 # batch itself as malformed; every other answer keeps it for later.
-KEPT_HTTP = (301, 307, 401, 403, 404, 408, 409, 429, 500, 501, 502, 503, 504)
+KEPT_HTTP = (301, 307, 401, 403, 408, 409, 429, 500, 502, 503, 504)
 REMOVED_HTTP = (400, 413, 422)
+NOT_TAKEN_HTTP = (404, 405, 501)
 KEPT_GRPC = ("UNAVAILABLE", "RESOURCE_EXHAUSTED", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND", "INTERNAL",
              "UNIMPLEMENTED", "ABORTED", "DATA_LOSS")
 
@@ -226,15 +228,30 @@ def test_a_batch_answered_with_any_other_http_error_is_kept(tmp_path: Path, stat
 
 
 @pytest.mark.parametrize("status", REMOVED_HTTP)
-def test_a_batch_the_endpoint_rejects_as_malformed_is_removed_and_counted(tmp_path: Path, caplog, status: int) -> None:
+def test_a_batch_the_endpoint_refuses_is_split_down_to_the_items_it_refuses_alone(tmp_path: Path, caplog,
+                                                                                   status: int) -> None:
     with FaultServer("status", status=status) as server:
         url = f"{server.endpoint}/v1/traces"
         spool, targets, _ = _spooled(tmp_path, url)
         before = stats.evicted[("traces", "rejected")]
         report = send_all(spool, targets)
+        assert server.count("/v1/traces") == 9  # 5 spans: 4 splits, then each span alone
     assert report.rejected == 1 and spool.entries() == []
-    assert stats.evicted[("traces", "rejected")] == before + 1
-    assert sum(f"rejected a spooled traces batch (HTTP {status})" in r.getMessage() for r in caplog.records) == 1
+    assert stats.evicted[("traces", "rejected")] == before + 5
+    why = "HTTP 413: larger than the endpoint takes" if status == 413 else f"HTTP {status}"
+    assert sum(f"refused 5 span(s) of a spooled traces batch one by one ({why})" in r.getMessage()
+               for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("status", NOT_TAKEN_HTTP)
+def test_a_spooled_batch_for_an_endpoint_that_does_not_take_its_signal_is_removed(tmp_path: Path, status: int) -> None:
+    with FaultServer("status", status=status) as server:
+        url = f"{server.endpoint}/v1/traces"
+        spool, targets, _ = _spooled(tmp_path, url)
+        before = stats.evicted[("traces", "not_taken")]
+        report = send_all(spool, targets)
+    assert report.rejected == 1 and spool.entries() == [] and stats.evicted[("traces", "not_taken")] == before + 1
+    assert health.not_taken.pop(url) == f"HTTP {status}"
 
 
 @needs_grpc
@@ -254,12 +271,14 @@ def test_a_batch_answered_with_any_other_grpc_error_is_kept(tmp_path: Path, code
 
 def test_the_reliability_page_names_exactly_the_statuses_that_remove_a_batch() -> None:
     page = " ".join((ROOT / "docs" / "reliability.md").read_text().split())
-    removed = ", ".join(str(s) for s in sorted(REJECTED_HTTP))
+    removed = ", ".join(str(s) for s in sorted(REFUSED))
     from hermes_otel.exporters.spool.resend import REFUSALS
 
-    assert REFUSALS == 2 and f"(HTTP {removed}; over gRPC, failed twice by an endpoint that takes an empty request each time) is " \
-        "removed" in page
-    assert REJECTED_HTTP == frozenset(REMOVED_HTTP)
+    assert REFUSALS == 2 and f"only an item refused on its own (HTTP {removed}; over gRPC, failed twice by an " \
+        "endpoint that takes an empty request each time) is removed" in page
+    assert REFUSED == frozenset(REMOVED_HTTP) and NOT_TAKEN == frozenset(NOT_TAKEN_HTTP)
+    not_taken = ", ".join(str(s) for s in NOT_TAKEN_HTTP)
+    assert f"does not take the signal at all (HTTP {not_taken}:" in page
     kept = ", ".join(str(s) for s in KEPT_HTTP)
     assert f"HTTP {kept}" in page and ", ".join(f"`{c}`" for c in KEPT_GRPC) in page
 

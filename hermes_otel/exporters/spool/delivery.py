@@ -37,6 +37,7 @@ from .. import deadline
 from ..file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 from ..health import current, health
 from ..private import UnsafePath
+from ..session import NOT_TAKEN, REFUSED
 from .sdk import client_key, lend, sdk_exporter
 from .store import Spool
 
@@ -119,6 +120,9 @@ class _Spooling:
         """On the processor's thread: send the batch (the first argument) through the SDK exporter, with the rest
         as given (the metric reader's timeout), and spool (or count) it when it was not delivered."""
         batch = args[0]
+        if self.endpoint in health.not_taken:  # it does not take this signal: nothing to spool for it
+            self._dropped(batch)
+            return self.failed
         failing = health.any_failing(self.endpoints)
         if self.closing or (self.spool is not None and _exiting()) or failing and (
                 getattr(current, "flushing", False) or health.failed_within(self.endpoint, LIVE_RETRY_S)):
@@ -131,7 +135,14 @@ class _Spooling:
 
             resender.wake(self.key)  # the endpoint answers: what waits in the spool can go now
             return self.delivered
-        if answer is not None and not self.closing:  # (None: cut at the deadline, which is no failure of theirs)
+        status = self.session.last_status() if self.session is not None else None
+        if status in NOT_TAKEN:
+            health.not_taking(self.signal, self.endpoint, f"HTTP {status}")
+            self._dropped(batch)
+            return self.failed
+        if status in REFUSED:
+            health.refused(self.signal, self.endpoint, f"HTTP {status}")
+        elif answer is not None and not self.closing:  # (None: cut at the deadline, which is no failure of theirs)
             why = (f"{type(answer).__name__}: {answer}" if isinstance(answer, Exception)
                    else answer[2] or "the export failed")
             health.failure(self.signal, self.endpoint, why)
@@ -195,6 +206,9 @@ class _Spooling:
         if spool is not None:
             try:
                 spool.put(self.signal, self.key, [self.encode(batch)])
+                if (self.closing or self.exit_pending) and not health.any_failing(self.endpoints):
+                    # cut while it answers (slowly): said at the end of the shutdown (a failing one was said)
+                    health.left_at_exit[(self.signal, self.endpoint)] += self._count(batch)
                 return
             except UnsafePath:
                 pass  # said once for the directory by the check itself
@@ -205,11 +219,16 @@ class _Spooling:
             except Exception as exc:  # noqa: BLE001 - a batch that cannot be encoded is dropped, said once
                 _log.once(f"spool-encode:{self.signal}", "hermes-otel: cannot encode a %s batch for the spool (%r); "
                           "it is dropped and counted", self.signal, exc, per_process=True)
+        self._dropped(batch)
+
+    def _dropped(self, batch: Any) -> None:
+        health.drop(self.signal, self.endpoint, self._count(batch))
+
+    def _count(self, batch: Any) -> int:
         try:
-            items = self.count(batch)
+            return self.count(batch)
         except Exception:  # noqa: BLE001 - counting must not raise into an SDK thread
-            items = 1
-        health.drop(self.signal, self.endpoint, items)
+            return 1
 
 
 def _exiting() -> bool:

@@ -20,6 +20,8 @@ unbounded.
 
 from __future__ import annotations
 
+import itertools
+import json
 import random
 import threading
 import time
@@ -32,6 +34,7 @@ from ..._internal import log as _log
 from ...redaction.masking import mask_url
 from .. import deadline
 from ..health import current, health, install_log_filter
+from ..session import NOT_TAKEN, REFUSED
 from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
 
 # Our own generator: the sender thread never moves the process-wide `random` state under someone else.
@@ -42,10 +45,9 @@ BUSY_SHARE = 0.25  # of one core, at most, for the background sender
 BACKOFF_S = (1.0, 60.0)  # first and longest wait after a failed send
 IDLE_RESCAN_S = 5.0  # how often an idle sender looks for batches spooled by other processes
 CAPS_EVERY_S = 60.0  # how often the sender enforces the spool's caps (age)
-REJECTED_HTTP = frozenset({400, 413, 422})  # the batch itself is refused: sending it again cannot help
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # sent | retry | rejected | unreadable | busy | stray
+    kind: str  # sent | retry | rejected | not_taken | unreadable | busy | stray
     items: int = 0  # spans, log records or metric points in the batch
     detail: str = ""
     retry_after_s: float | None = None
@@ -79,46 +81,120 @@ def send_entry(spool: Spool, entry: Entry, target: Any, exporters: Exporters, *,
 
 def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, exporters: Exporters, paced: bool) -> Outcome:
     """Send a claimed batch in pieces of at most :data:`PIECE_ITEMS` items (one request each, as the SDK's batch
-    processor sends them), read one line at a time: a re-send holds one piece, never the whole batch. The batch
-    is removed once every piece was acknowledged (or rejected as malformed); a piece that fails keeps it, and the
-    pieces already acknowledged are sent again with it later (at-least-once)."""
+    processor sends them), read one line at a time: a re-send holds one piece, never the whole batch. A piece the
+    endpoint refuses for its content is split (:func:`_deliver`). The batch is removed once every piece was
+    delivered or refused item by item; a piece that fails keeps it, and the pieces already acknowledged are sent
+    again with it later (at-least-once)."""
     requests = Requests(entry.path, fd)
-    sent = rejected = items = bad = 0
-    refusal = ""
+    delivered = items = bad = 0
+    removed: list[tuple[int, str]] = []  # (items, why) of each item an endpoint refused on its own
     from .decode import pieces  # with something to send (most starts find the spool empty)
 
     for batch, count, skipped in pieces(entry.signal, requests, paced=paced):
         bad += skipped
         if batch is None:
             continue
-        outcome = export(entry.signal, target, batch, exporters)
+        before = sum(n for n, _ in removed)
+        outcome = _deliver(entry.signal, target, batch, exporters, removed)
         del batch  # the next piece is decoded without this one in memory
         if outcome.kind == "retry":
             return Outcome("retry", items, outcome.detail, outcome.retry_after_s, bad + requests.bad)
-        if outcome.kind == "sent":
-            sent, items = sent + 1, items + count
-        else:
-            rejected, refusal = rejected + 1, outcome.detail
+        if outcome.kind == "not_taken":  # nor will it ever: removed, said once (health.not_taking)
+            spool.remove(entry)
+            stats.evicted[(entry.signal, "not_taken")] += 1
+            health.not_taking(entry.signal, target.endpoint, outcome.detail)
+            return Outcome("rejected", 0, outcome.detail)
+        taken = count - (sum(n for n, _ in removed) - before)
+        delivered, items = delivered + (taken > 0), items + taken
     if bad:  # (a torn line was said by the reader)
         _log.once("spool-bad-lines", "hermes-otel: skipped %d unreadable line(s) of the spooled %s batch %s; "
                   "the rest was sent (repeats are logged at DEBUG)", bad, entry.signal, entry.path.name,
                   per_process=True)
     spool.remove(entry)
-    if sent:
+    if removed:
+        stats.evicted[(entry.signal, "rejected")] += len(removed)
+        _log.once(f"spool-rejected:{target.endpoint}", "hermes-otel: %s refused %d %s of a spooled %s batch one by "
+                  "one (%s); %s removed and counted in hermes.otel.spool.evicted, the other %d delivered (repeats "
+                  "are logged at DEBUG)", mask_url(target.endpoint), sum(n for n, _ in removed),
+                  _ITEMS[entry.signal], entry.signal, removed[-1][1], "it was" if len(removed) == 1 else "they were",
+                  items, per_process=True)
+    if delivered:
         stats.replayed[entry.signal] += 1
         return Outcome("sent", items, bad_lines=bad + requests.bad)
-    if rejected:
-        stats.evicted[(entry.signal, "rejected")] += 1
-        _log.once(f"spool-rejected:{target.endpoint}", "hermes-otel: %s rejected a spooled %s batch (%s); it "
-                  "was removed and counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)",
-                  mask_url(target.endpoint), entry.signal, refusal, per_process=True)
-        return Outcome("rejected", 0, refusal, bad_lines=bad + requests.bad)
+    if removed:
+        return Outcome("rejected", 0, removed[-1][1], bad_lines=bad + requests.bad)
     detail = "no line could be converted" if bad else "no readable request"
     stats.evicted[(entry.signal, "unreadable")] += 1
     _log.once("spool-unreadable", "hermes-otel: removed the spooled %s batch %s: it cannot be sent (%s); "
               "counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)", entry.signal,
               entry.path.name, detail, per_process=True)
     return Outcome("unreadable", 0, detail)
+
+
+_ITEMS = {"traces": "span(s)", "logs": "log record(s)", "metrics": "metric point(s)"}
+
+
+def _deliver(signal: str, target: Any, batch: Any, exporters: Exporters, removed: list[tuple[int, str]]) -> Outcome:
+    """Send one piece. One the endpoint refuses for its content (HTTP 400, 413, 422: too large for a body or message
+    limit, or not valid to it; over gRPC, failed while the endpoint takes an empty request) is split in two by bytes
+    and each part sent, down to single items: only an item refused on its own is removed (added to `removed`).
+    "sent" once every part was delivered or removed; "retry" as soon as one was not (the endpoint fails now)."""
+    parts = split(signal, batch)
+    outcome = export(signal, target, batch, exporters, alone=parts is None)
+    if outcome.kind != "rejected":
+        return outcome  # (sent, retry, not_taken)
+    if parts is None:
+        removed.append((_count(signal, batch), outcome.detail))
+        return Outcome("sent")
+    for part in parts:
+        outcome = _deliver(signal, target, part, exporters, removed)
+        if outcome.kind == "retry":
+            return outcome
+    return Outcome("sent")
+
+
+def split(signal: str, batch: Any) -> tuple[Any, Any] | None:
+    """`batch` in two parts of about the same encoded size (None: one item, or one metric, which is not split)."""
+    from ..file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
+
+    encoders: dict[str, Callable[[Any], Any]] = {"traces": encode_spans_json, "logs": encode_logs_json,
+                                                 "metrics": encode_metrics_json}
+    encode = encoders[signal]
+    if signal == "metrics":
+        items: list[Any] = [(rm, sm, m) for rm in batch.resource_metrics for sm in rm.scope_metrics for m in sm.metrics]
+    else:
+        items = list(batch)
+    if len(items) < 2:
+        return None
+    sizes = [len(json.dumps(encode(_metrics([item]) if signal == "metrics" else [item]))) for item in items]
+    half = sum(sizes) / 2
+    cut = next((n for n, total in enumerate(itertools.accumulate(sizes[:-1]), start=1) if total >= half),
+               len(items) - 1)
+    first, second = items[:cut], items[cut:]
+    return (_metrics(first), _metrics(second)) if signal == "metrics" else (first, second)
+
+
+def _metrics(items: list[tuple[Any, Any, Any]]) -> Any:
+    """(resource metrics, scope metrics, metric) triples as one MetricsData, grouped as they came."""
+    from opentelemetry.sdk.metrics.export import MetricsData, ResourceMetrics, ScopeMetrics
+
+    groups: list[tuple[Any, list[tuple[Any, list[Any]]]]] = []
+    for rm, sm, metric in items:
+        if not groups or groups[-1][0] is not rm:
+            groups.append((rm, []))
+        scopes = groups[-1][1]
+        if not scopes or scopes[-1][0] is not sm:
+            scopes.append((sm, []))
+        scopes[-1][1].append(metric)
+    return MetricsData([ResourceMetrics(rm.resource, [ScopeMetrics(sm.scope, metrics, sm.schema_url)
+                                                      for sm, metrics in scopes], rm.schema_url)
+                        for rm, scopes in groups])
+
+
+def _count(signal: str, batch: Any) -> int:
+    if signal != "metrics":
+        return len(batch)
+    return sum(len(m.data.data_points) for rm in batch.resource_metrics for sm in rm.scope_metrics for m in sm.metrics)
 
 
 class Exporters:
@@ -166,24 +242,31 @@ _RESENDING = _Resending()
 REFUSALS = 2  # a gRPC batch refused this often, each time by an endpoint that took an empty request, is removed
 
 
-def export(signal: str, target: Any, batch: Any, exporters: Exporters) -> Outcome:
+def export(signal: str, target: Any, batch: Any, exporters: Exporters, alone: bool = True) -> Outcome:
     """Send one decoded batch through `target`'s SDK exporter; what the answer means for the spooled batch.
 
     HTTP: the status our session saw (400, 413, 422: the batch is refused). gRPC answers success or failure only,
-    so a batch is refused when the endpoint fails it :data:`REFUSALS` times in a row while taking an empty request
-    of the same signal each time (a live endpoint refusing this batch); anything else keeps it for later."""
+    so a batch is refused when the endpoint fails it while taking an empty request of the same signal (a live
+    endpoint refusing this batch), :data:`REFUSALS` times in a row for a batch of one item (`alone`), which is then
+    removed; anything else keeps it for later."""
     exporter, session = exporters.get(signal, target)
-    for _ in range(1 if session is not None else REFUSALS):
+    for _ in range(REFUSALS if session is None and alone else 1):
         delivered, failure = _send(exporter, session, batch, target.timeout_s)
         if delivered:
             return Outcome("sent")
         status = session.last_status() if session is not None else None
         if status is not None:
-            kind = "rejected" if status in REJECTED_HTTP else "retry"
-            return Outcome(kind, detail=f"HTTP {status}", retry_after_s=session.last_retry_after())
+            kind = "rejected" if status in REFUSED else "not_taken" if status in NOT_TAKEN else "retry"
+            return Outcome(kind, detail=_why(status), retry_after_s=session.last_retry_after())
         if failure is not None or session is not None or not _send(exporter, None, _empty(signal), target.timeout_s)[0]:
             return Outcome("retry", detail=failure or ("no answer" if session is not None else "gRPC export failed"))
-    return Outcome("rejected", detail=f"gRPC: refused {REFUSALS} times by an endpoint that takes other requests")
+    times = REFUSALS if alone else 1
+    return Outcome("rejected", detail=f"gRPC: refused {times} time{'s' if times > 1 else ''} by an endpoint that "
+                   "takes other requests")
+
+
+def _why(status: int) -> str:
+    return {413: "HTTP 413: larger than the endpoint takes"}.get(status, f"HTTP {status}")
 
 
 def _send(exporter: Any, session: Any, batch: Any, timeout_s: float) -> tuple[bool, str | None]:

@@ -46,7 +46,7 @@ from ...config.files import not_regular
 from ..private import ensure_dir
 
 SIGNALS = ("traces", "logs", "metrics")
-REASONS = ("size", "age", "disk", "rejected", "unreadable")  # why a batch left the spool unsent
+REASONS = ("size", "age", "disk", "rejected", "not_taken", "unreadable")  # why a batch left the spool unsent
 FREE_FLOOR_BYTES = 64 * 1024 * 1024  # left free on the spool's disk for the local record (a tenth on small disks)
 SUFFIX = ".jsonl"
 _NAME = re.compile(r"(\d{19})-(\d+)-(\d+)-([0-9a-f]{16})\.jsonl")
