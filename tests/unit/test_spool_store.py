@@ -734,13 +734,13 @@ def test_why_a_request_failed_comes_from_what_the_session_saw_not_from_log_text(
     assert session.last_status() == (503 if fault == "status" else None)
 
 
-def test_the_re_sender_sends_through_the_live_exporter_of_its_endpoint(tmp_path: Path) -> None:
-    """One OTLP client per endpoint and signal: while a live exporter is open for the same endpoint, signal and
-    settings, a re-send goes through its SDK exporter (and a batch re-sent is received); once it is shut down, the
-    re-sender makes one of its own."""
+def test_the_re_sender_sends_through_a_client_of_its_own(tmp_path: Path) -> None:
+    """The SDK's HTTP exporter takes no lock: while a live exporter is open for the same endpoint, signal and
+    settings, a re-send goes through the re-sender's own SDK exporter (one per endpoint and signal), never the live
+    one's from another thread, and a batch re-sent is received."""
     from hermes_otel.config import OTLPTarget
     from hermes_otel.exporters.spool.resend import Exporters, send_all
-    from hermes_otel.exporters.spool.sdk import client_key, sdk_exporter
+    from hermes_otel.exporters.spool.sdk import sdk_exporter
     from tests.harness.otlp_receiver import OTLPReceiver
 
     with OTLPReceiver() as receiver:
@@ -748,13 +748,12 @@ def test_the_re_sender_sends_through_the_live_exporter_of_its_endpoint(tmp_path:
         spool = Spool(tmp_path / "spool", 1 << 20, 86400)
         key = endpoint_key(target.protocol, target.endpoint, target.headers)
         live = delivery.SpoolingSpanExporter(*sdk_exporter("traces", target), target.endpoint, key, spool, 1.5,
-                                             owner=object(), client=client_key("traces", target))
+                                             owner=object())
         exporters = Exporters()
-        assert exporters.get("traces", target) == (live.inner, live.session)
+        own = exporters.get("traces", target)
+        assert own[0] is not live.inner and own[1] is not live.session and exporters.get("traces", target) is own
         spool.put("traces", key, [encode_spans_json(spans(2))])
         assert send_all(spool, {("traces", key): target}).sent == 1
         receiver.wait_for_spans(lambda got: len(got) == 2)
-        live.interrupt()  # shut down: the re-sender's own from now on
-        own = exporters.get("traces", target)
-        assert own[0] is not live.inner and exporters.get("traces", target) is own
+        live.interrupt()
         exporters.close()

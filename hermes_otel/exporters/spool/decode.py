@@ -1,6 +1,6 @@
 """Spooled OTLP/JSON back into the SDK's own telemetry objects (ReadableSpan, ReadableLogRecord, MetricsData, all
-public constructors), so a re-send goes through the same SDK exporter as a live export: one OTLP client, one
-encoding, the same headers, TLS and compression.
+public constructors), so a re-send goes through an SDK exporter made as the live one is: one encoding, the same
+headers, TLS and compression.
 
 :func:`pieces` yields batches of at most :data:`PIECE_ITEMS` items (a request of the file is never split), each with
 its item count and how many requests (lines) could not be decoded and were skipped: one bad line (a non-hex id, a

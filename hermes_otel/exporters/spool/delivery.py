@@ -1,6 +1,6 @@
 """The way out of one OTLP exporter: the SDK exporter; a batch it does not deliver goes to the spool (:mod:`.store`),
-and the re-sender (:mod:`.resend`) sends it later through the same SDK exporter. One queue (the batch processor's),
-one OTLP client per endpoint and signal (the SDK's).
+and the re-sender (:mod:`.resend`) sends it later through an SDK exporter of its own. One queue (the batch
+processor's), one OTLP client per endpoint and signal (the SDK's).
 
 While an endpoint fails, batches skip the network: a flush (session finalize) never waits for it, and the
 processor's thread tries it again once every :data:`LIVE_RETRY_S`, not once per batch. A success ends it, the
@@ -38,7 +38,7 @@ from ..file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans
 from ..health import current, health
 from ..private import UnsafePath
 from ..session import NOT_TAKEN, REFUSED
-from .sdk import client_key, lend, sdk_exporter
+from .sdk import sdk_exporter
 from .store import Spool
 
 if TYPE_CHECKING:
@@ -97,13 +97,9 @@ class _Spooling:
     count: Callable[..., int]  # items in a batch
 
     def __init__(self, inner: Any, session: ExporterSession | None, endpoint: str, key: str, spool: Spool | None,
-                 budget_s: float, owner: Any = None, client: tuple[Any, ...] | None = None,
-                 timeout_s: float = 10.0) -> None:
+                 budget_s: float, owner: Any = None, timeout_s: float = 10.0) -> None:
         self.inner, self.session, self.endpoint, self.key, self.spool = inner, session, endpoint, key, spool
         self.budget_s, self.owner = budget_s, owner
-        self.client = client  # its SDK exporter's :func:`.sdk.client_key`: the re-sender sends through it too
-        if client is not None:
-            lend(client, self)
         self.endpoints = frozenset({endpoint})
         self.closing = False
         self.exit_pending = False  # the pipeline is shutting down (close_all)
@@ -269,7 +265,7 @@ def spooling_exporter(signal: str, target: Any, settings: Any) -> Any:
     cls = {"traces": SpoolingSpanExporter, "logs": SpoolingLogExporter, "metrics": SpoolingMetricExporter}[signal]
     return cls(*sdk_exporter(signal, target), target.endpoint,
                endpoint_key(target.protocol, target.endpoint, target.headers), spool_for(settings),
-               settings.flush_timeout_s, settings, client_key(signal, target), target.timeout_s)
+               settings.flush_timeout_s, settings, target.timeout_s)
 
 
 def metric_preferences(environ: Mapping[str, str] | None = None) -> tuple[dict[type, Any], dict[type, Any]]:

@@ -6,7 +6,7 @@ claimed with a file lock (:meth:`.spool.Spool.claim`), so processes sharing a ho
 
 The first spooled batch is also the probe: while its endpoint fails, the sender backs off (1 s doubling to
 60 s, jittered, `Retry-After` honoured); a live export that succeeds wakes it at once. A batch is decoded back
-into the SDK's telemetry objects (:mod:`.decode`) and sent through the same SDK exporter as live telemetry
+into the SDK's telemetry objects (:mod:`.decode`) and sent through an SDK exporter made as the live one is
 (OTLP/HTTP or gRPC, the configured headers, TLS and compression), and removed once it succeeded; one the
 endpoint refuses (HTTP 400, 413, 422: the status our session saw; over gRPC, which answers only success or failure,
 a batch failed twice by an endpoint that takes an empty request each time) is removed and counted, anything else
@@ -198,8 +198,8 @@ def _count(signal: str, batch: Any) -> int:
 
 
 class Exporters:
-    """The SDK exporters the re-sender sends through, one per endpoint and signal: a live exporter's own while one
-    is open for the same endpoint (:func:`.sdk.lend`), else one made as the live ones are."""
+    """The SDK exporters the re-sender sends through, one per endpoint and signal, its own (made as the live ones
+    are): the SDK's HTTP exporter takes no lock, so it never shares the live exporter's."""
 
     def __init__(self) -> None:
         install_log_filter()  # the SDK exporter's warnings inside a re-send stay at DEBUG
@@ -207,13 +207,9 @@ class Exporters:
 
     def get(self, signal: str, target: Any) -> tuple[Any, Any]:
         """The exporter, and its HTTP session (None for gRPC)."""
-        from .sdk import client_key, lent, sdk_exporter
+        from .sdk import client_key, sdk_exporter
 
         key = client_key(signal, target)
-        borrowed = lent(key)
-        if borrowed is not None:
-            self._close(self._made.pop(key, None))  # one client per endpoint: the live one from now on
-            return borrowed
         if key not in self._made:
             self._made[key] = sdk_exporter(signal, target)
         return self._made[key]

@@ -1,10 +1,10 @@
 """The SDK's OTLP exporter for one endpoint and signal (HTTP or gRPC), as the spooling exporters (live) and the
-background sender (re-sends) both make it."""
+background sender (re-sends) each make their own: the SDK's HTTP exporter takes no lock, so no exporter is shared
+between two threads."""
 
 from __future__ import annotations
 
 import importlib
-import weakref
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,21 +47,6 @@ def client_key(signal: str, target: Any) -> tuple[Any, ...]:
     """What makes two SDK exporters the same client: one per endpoint and signal, as configured."""
     return (signal, target.endpoint, target.protocol, tuple(sorted(target.headers.items())), target.timeout_s,
             target.compression)
-
-
-_lent: weakref.WeakValueDictionary[tuple[Any, ...], Any] = weakref.WeakValueDictionary()  # client key -> lender
-
-
-def lend(client: tuple[Any, ...], lender: Any) -> None:
-    """A live (spooling) exporter lends its SDK exporter (`.inner`, `.session`) to the re-sender until it is
-    `.closing`: one client per endpoint and signal."""
-    _lent[client] = lender
-
-
-def lent(client: tuple[Any, ...]) -> tuple[Any, ExporterSession | None] | None:
-    """The SDK exporter and session a live exporter lends for `client`, if one is open."""
-    lender = _lent.get(client)
-    return None if lender is None or lender.closing else (lender.inner, lender.session)
 
 
 _SDK_EXPORTERS = {"traces": ("trace_exporter", "OTLPSpanExporter"), "logs": ("_log_exporter", "OTLPLogExporter"),
