@@ -233,6 +233,7 @@ bench: $(VENV)/.test-installed $(VALGRIND)  ## overhead vs the SDK floor, histor
 	$(BIN)/python benchmarks/startup.py  # what the plugin adds to a one-shot `hermes chat -q`, and its import set
 	$(BIN)/python benchmarks/opcodes.py  # bytecodes per call against the floor: counted, not timed
 	$(BIN)/python benchmarks/redaction.py  # µs per KiB of each redaction pattern on inputs built to make it work hard
+	$(BIN)/python benchmarks/history.py  # records-thread µs per chat span's captured content at 10/100/1000 messages
 	VALGRIND=$(abspath $(VALGRIND)) VALGRIND_LIB=$(abspath $(CACHE)/valgrind/usr/libexec/valgrind) \
 		$(BIN)/python benchmarks/instructions.py  # machine instructions per call, every thread: counted
 

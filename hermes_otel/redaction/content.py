@@ -212,6 +212,7 @@ def remember(value: str) -> None:
         while len(_secrets) > _MAX_SECRETS:
             del _secrets[next(iter(_secrets))]
         _longest_first = None
+        _forget_redacted()  # a text redacted before may hold the new secret
 
 
 def replace_known(text: str, marker: str) -> str:
@@ -258,9 +259,50 @@ def _hermes_redact(text: str) -> str:
     return redacted.replace(_MARK, REDACTED).replace(_MARK_MASKED, REDACTED)
 
 
+# What was redacted once is not redacted again: each chat span carries the history before it, so without this every
+# tool result and message would be redacted again for every later model call of the session (benchmarks/history.py
+# measures it). Keyed by the text itself (the history's strings are the same objects call after call, whose hash
+# Python keeps), bounded by the characters held, forgotten whenever a new secret is learned.
+_MEMO_MIN = 256  # shorter texts cost less to redact than to remember
+_MEMO_CHARS = 8 * 1024 * 1024  # of texts held, at most (the oldest are forgotten first)
+_memo: dict[tuple[str, int | None, bool], str] = {}
+_memo_chars = 0
+
+
 def redact_text(text: str, cap: int | None = None, *, hermes: bool = True) -> str:
     """Value-pattern redaction (ours, then Hermes's unless `hermes` is false: Hermes's own log formatter applies it
-    to log lines already), then a size cap that says how much was cut."""
+    to log lines already), then a size cap that says how much was cut. A long text redacted before is not redacted
+    again."""
+    if len(text) < _MEMO_MIN:
+        return _redact(text, cap, hermes)
+    key = (text, cap, hermes)
+    done = _memo.get(key)
+    if done is None:
+        done = _redact(text, cap, hermes)
+        _keep(key, done)
+    return done
+
+
+def _keep(key: tuple[str, int | None, bool], done: str) -> None:
+    global _memo_chars
+    with _lock:
+        if key in _memo:
+            return
+        _memo[key] = done
+        _memo_chars += len(key[0])
+        while _memo_chars > _MEMO_CHARS:
+            oldest = next(iter(_memo))
+            _memo_chars -= len(oldest[0])
+            del _memo[oldest]
+
+
+def _forget_redacted() -> None:
+    global _memo_chars
+    _memo.clear()
+    _memo_chars = 0
+
+
+def _redact(text: str, cap: int | None, hermes: bool) -> str:
     if cap is not None and len(text) > cap * 4:
         text = text[: cap * 4]  # bound the regex work on huge inputs first
     text = replace_known(text, REDACTED)

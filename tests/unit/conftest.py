@@ -17,3 +17,4 @@ def _remembered_secrets_are_the_tests_own():
         content._secrets.clear()
         content._secrets.update(before)
         content._longest_first = None
+        content._forget_redacted()
