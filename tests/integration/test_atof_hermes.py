@@ -159,7 +159,10 @@ def test_relay_opentelemetry_endpoints_shape_what_they_receive(llm, monkeypatch,
 
 
 def test_native_handoff_to_nemo_relay(llm, monkeypatch, tmp_path):
-    pytest.importorskip("nemo_relay")
+    """The real nemo-relay (0.10.4, the one Hermes 0.22 carries; in the test extras: never skipped). Under capture,
+    Relay's model and tool calls carry their request again (content is set at a span's end, so a call started at
+    the span's start had an empty one), at the spans' own times."""
+    import nemo_relay  # noqa: F401 - installed with the test extras
     from hermes_cli.plugins import discover_plugins
 
     from hermes_otel import runtime
@@ -186,6 +189,7 @@ mode = "overwrite"
 """
     )
     monkeypatch.setenv("HERMES_OTEL_PLUGINS_TOML", str(toml))
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
     discover_plugins(force=True)
     forwarder = runtime.current_telemetry().tracer_provider._active_span_processor._span_processors[-1]
     assert type(forwarder).__name__ == "RelayForwarder" and forwarder.activation is not None
@@ -203,3 +207,11 @@ mode = "overwrite"
     assert starts == [("agent", "hermes"), ("llm", "custom"), ("llm", "custom"), ("tool", "terminal")]
     ends = [e for e in events if e.get("scope_category") == "end"]
     assert sorted(e["uuid"] for e in ends) == sorted(e["uuid"] for e in events if e.get("scope_category") == "start")
+    by_uuid = {e["uuid"]: e for e in ends}
+    llm_starts = [e for e in events if e.get("scope_category") == "start" and e["category"] == "llm"]
+    first = llm_starts[0]["data"]["content"]
+    assert [m["role"] for m in first] == ["system", "user"] and first[1]["parts"] == [{"type": "text", "content": "go"}]
+    (tool,) = [e for e in events if e.get("scope_category") == "start" and e["category"] == "tool"]
+    assert tool["data"] == {"command": "echo relay"}
+    for start in [*llm_starts, tool]:  # at the spans' own times: each call lasts what its span lasted
+        assert start["timestamp"] < by_uuid[start["uuid"]]["timestamp"]

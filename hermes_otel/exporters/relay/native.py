@@ -10,6 +10,7 @@ agent's thread beyond a snapshot, and any failure is reported once at WARNING.
 
 from __future__ import annotations
 
+import datetime
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -82,11 +83,13 @@ class RelayForwarder(SpanProcessor):
 
     def on_start(self, span: ReadableSpan, parent_context: Any = None) -> None:
         self._worker.submit(("start", span.name, span.context.span_id,
-                             span.parent.span_id if span.parent else None, dict(span.attributes or {}), ()))
+                             span.parent.span_id if span.parent else None, dict(span.attributes or {}), (),
+                             span.start_time, None))
 
     def on_end(self, span: ReadableSpan) -> None:
         self._worker.submit(("end", span.name, span.context.span_id, None, dict(span.attributes or {}),
-                             tuple((e.name, dict(e.attributes or {})) for e in span.events)))
+                             tuple((e.name, dict(e.attributes or {}), e.timestamp) for e in span.events),
+                             span.start_time, span.end_time))
 
     def _replay_all(self, batch) -> None:
         for item in batch:
@@ -96,25 +99,24 @@ class RelayForwarder(SpanProcessor):
                 _log.once(f"relay-replay:{type(exc).__name__}", "hermes-otel: NeMo Relay hand-off failed for a span "
                           "(%s: %s)", type(exc).__name__, exc, per_process=True)
 
-    def _replay(self, phase: str, name: str, span_id: int, parent_id: int | None, attrs: dict, events: tuple) -> None:
+    def _replay(self, phase: str, name: str, span_id: int, parent_id: int | None, attrs: dict, events: tuple,
+                start_ns: int | None, end_ns: int | None) -> None:
+        """One span start or end as Relay calls, at the span's own times. A model or tool call is started at its
+        span's end, with its request: its captured content is set only then (on our records thread)."""
         relay = self._relay
+        started, ended = _time(start_ns), _time(end_ns)
         cat = category(name, attrs)
         metadata = {k: v for k, v in attrs.items() if k in (sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID)}
         if phase == "start":
             # Relay nests only under scopes: a span under an LLM or tool call hangs from that call's scope.
             parent_entry = self._handles.get(parent_id) if parent_id else None
             parent = parent_entry[2] if parent_entry else None
-            label = scope_name(name, cat, attrs)
-            if cat == "llm":
-                request = relay.LLMRequest({}, _payload(attrs.get("gen_ai.input.messages")) or {})
-                handle = relay.llm.call(label, request, handle=parent, model_name=attrs.get(sc.REQUEST_MODEL),
-                                        metadata=metadata or None)
-            elif cat == "tool":
-                handle = relay.tools.call(label, _payload(attrs.get("gen_ai.tool.call.arguments")) or {}, handle=parent,
-                                          tool_call_id=attrs.get(sc.TOOL_CALL_ID), metadata=metadata or None)
+            if cat in ("llm", "tool"):
+                handle = None
             else:
                 scope_type = getattr(relay.ScopeType, _SCOPE_TYPES.get(cat, "Custom"))
-                handle = relay.scope.push(label, scope_type, handle=parent, metadata=metadata or None)
+                handle = relay.scope.push(scope_name(name, cat, attrs), scope_type, handle=parent,
+                                          metadata=metadata or None, timestamp=started)
             self._handles[span_id] = (cat, handle, parent if cat in ("llm", "tool") else handle)
             while len(self._handles) > 8192:
                 self._handles.popitem(last=False)
@@ -122,17 +124,28 @@ class RelayForwarder(SpanProcessor):
         entry = self._handles.pop(span_id, None)
         if entry is None:
             return
-        cat, handle, _ = entry
-        scope_handle = handle if cat not in ("llm", "tool") else entry[2]
-        for event_name, event_attrs in events:
-            relay.scope.event(event_name, handle=scope_handle, metadata=_plain(event_attrs))
+        cat, handle, scope_handle = entry
         if cat == "llm":
-            relay.llm.call_end(handle, {}, metadata=metadata or None)
+            request = relay.LLMRequest({}, _payload(attrs.get("gen_ai.input.messages")) or {})
+            handle = relay.llm.call(scope_name(name, cat, attrs), request, handle=scope_handle,
+                                    model_name=attrs.get(sc.REQUEST_MODEL), metadata=metadata or None,
+                                    timestamp=started)
+        elif cat == "tool":
+            handle = relay.tools.call(scope_name(name, cat, attrs),
+                                      _payload(attrs.get("gen_ai.tool.call.arguments")) or {}, handle=scope_handle,
+                                      tool_call_id=attrs.get(sc.TOOL_CALL_ID), metadata=metadata or None,
+                                      timestamp=started)
+        for event_name, event_attrs, at in events:
+            relay.scope.event(event_name, handle=scope_handle, metadata=_plain(event_attrs), timestamp=_time(at))
+        if cat == "llm":
+            relay.llm.call_end(handle, _payload(attrs.get("gen_ai.output.messages")) or {}, metadata=metadata or None,
+                               timestamp=ended)
         elif cat == "tool":
             result = _payload(attrs.get("gen_ai.tool.call.result"))
-            relay.tools.call_end(handle, relay.ToolExecutionResult(result if result is not None else ""))
+            relay.tools.call_end(handle, relay.ToolExecutionResult(result if result is not None else ""),
+                                 timestamp=ended)
         else:
-            relay.scope.pop(handle, metadata=metadata or None)
+            relay.scope.pop(handle, metadata=metadata or None, timestamp=ended)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         done = self._worker.wait_idle(timeout_millis / 1000)
@@ -145,6 +158,10 @@ class RelayForwarder(SpanProcessor):
     def shutdown(self) -> None:
         self.force_flush(2000)
         self._worker.stop()
+
+
+def _time(ns: int | None) -> datetime.datetime | None:
+    return None if ns is None else datetime.datetime.fromtimestamp(ns / 1e9, datetime.UTC)
 
 
 def _plain(attrs: Mapping[str, Any]) -> dict:
