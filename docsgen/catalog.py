@@ -133,8 +133,10 @@ ATTRIBUTES: dict[str, str] = {
     "(Anthropic's `system`, the Responses API's `instructions`), as parts.",
     "gen_ai.tool.definitions": "Content capture (opt-in with it): the tools the request offered the model (type, "
     "name, description, parameters).",
-    "gen_ai.tool.call.arguments": "Content capture: the tool's (effective) arguments, redacted, capped.",
-    "gen_ai.tool.call.result": "Content capture: the tool's result, redacted, capped.",
+    "gen_ai.tool.call.arguments": "Content capture: the tool's (effective) arguments as JSON, redacted (by key too), "
+    "capped.",
+    "gen_ai.tool.call.result": "Content capture: the tool's result, encoded once: a structure, or text holding a JSON "
+    "object or array (as Hermes's tool results are), as that JSON; other text as itself. Redacted, capped.",
     mw.KIND: "Middleware kind: `llm_request`, `tool_request`, `llm_execution`, `tool_execution`.",
     mw.PLUGIN: "The plugin that registered the callback (its manifest name).",
     mw.CALLBACK: "The callback's qualified name (`module.qualname`).",

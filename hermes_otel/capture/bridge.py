@@ -238,7 +238,7 @@ class ObserverBridge:
                 payload, payload.get("result")):  # no open call to redact it with at its end: here
             span = self._tracker.span_for({"tool_call_id": payload.get("tool_call_id")})
             if span is not None:
-                span.set_attribute(sc.TOOL_CALL_RESULT, content.to_json(payload.get("result")))
+                span.set_attribute(sc.TOOL_CALL_RESULT, content.to_value(payload.get("result")))
         # The verdict looks the call up anyway: its span is the record's (else the turn's).
         span = self._tracker.tool_outcome(payload)
         return span if span is not None else self._tracker.span_for(payload)

@@ -409,6 +409,23 @@ def to_json(value: Any, *, cap: int = 4096) -> str:
     return text
 
 
+def to_value(value: Any, *, cap: int = 4096) -> str:
+    """A tool's arguments or result for its span, encoded once as the conventions type them (any): a structure, or a
+    string holding a JSON object or array (as Hermes's tool results are), as JSON text a viewer shows as a structure;
+    any other text as itself. Redacted and capped either way (JSON at most `2 * cap` characters, still valid)."""
+    raw = value.value if type(value) is Held else value
+    if not isinstance(raw, str):
+        return to_json(value, cap=cap)
+    if raw.lstrip()[:1] in ("{", "[") and len(raw) <= 16 * cap:  # larger: not parsed, cut as text
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, (dict, list)):
+            return to_json(parsed, cap=cap)
+    return redact_text(raw, 2 * cap)
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 

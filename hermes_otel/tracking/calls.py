@@ -406,7 +406,7 @@ class Tools:
         if turn is not None and (about := turn.tool_descriptions.get(name)):  # the schema the model was given
             call.span.set_attribute(sc.TOOL_DESCRIPTION, about)
         for name, held in (call.held or {}).items():  # arguments and result, redacted here (once) and capped
-            call.span.set_attribute(name, content.to_json(held))
+            call.span.set_attribute(name, content.to_value(held))
         call.span.end(end_time=call.end_ns)
         if self._metrics is not None:
             self._metrics.tool_duration.record(duration, call.metric_attrs, trace.set_span_in_context(call.span))

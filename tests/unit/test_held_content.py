@@ -63,3 +63,22 @@ def test_hold_runs_no_redaction_and_copies_the_containers():
     messages.append({"role": "user", "content": "later"})
     assert SECRET not in content.to_json(held)
     assert content.sanitize(held) == [{"role": "user", "content": f"token {content.REDACTED}"}]
+
+
+def test_a_tool_result_is_encoded_once_as_the_conventions_type_it():
+    """Issue 48: Phoenix and MLflow showed a tool result escaped and double-encoded (`"{\\"output\\": …}"`): the
+    attribute held Hermes's JSON string encoded again. A JSON object or array in a string is its structure (redacted
+    by key too), other text is itself, a structure is JSON; each redacted and capped."""
+    import json
+
+    from hermes_otel.redaction.content import hold, to_value
+
+    hermes_result = json.dumps({"output": "acc-hi", "exit_code": 0, "api_key": "abc123abc123", "error": None})
+    assert json.loads(to_value(hold(hermes_result))) == {"output": "acc-hi", "exit_code": 0, "api_key": "<redacted>",
+                                                        "error": None}
+    assert to_value(hold("plain output\nline 2")) == "plain output\nline 2"
+    assert to_value(hold('{"not": json')) == '{"not": json'  # not JSON: the text
+    assert json.loads(to_value(hold({"command": "ls", "token": "t0k3n-t0k3n"}))) == {"command": "ls",
+                                                                                    "token": "<redacted>"}
+    assert to_value(hold("x" * 20_000), cap=4096).endswith("…[truncated]")
+    assert json.loads(to_value(hold(json.dumps(["a" * 9000] * 4)), cap=4096))  # still valid JSON when cut

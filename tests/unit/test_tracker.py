@@ -441,9 +441,9 @@ def test_a_tool_call_s_content_is_redacted_on_the_records_thread_not_the_agent_s
     from hermes_otel.tracking import calls
 
     converted_on = []
-    to_json = calls.content.to_json
-    monkeypatch.setattr(calls.content, "to_json", lambda value, **kw: (
-        converted_on.append(threading.current_thread().name), to_json(value, **kw))[1])
+    to_value = calls.content.to_value
+    monkeypatch.setattr(calls.content, "to_value", lambda value, **kw: (
+        converted_on.append(threading.current_thread().name), to_value(value, **kw))[1])
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -462,7 +462,7 @@ def test_a_tool_call_s_content_is_redacted_on_the_records_thread_not_the_agent_s
         threading.Event().wait(0.01)
     span = by_name(exporter)["execute_tool terminal"]
     assert json.loads(span.attributes["gen_ai.tool.call.arguments"]) == {"command": "cat .env", "token": "<redacted>"}
-    result = json.loads(span.attributes["gen_ai.tool.call.result"])
+    result = span.attributes["gen_ai.tool.call.result"]  # text, as the tool gave it (not a JSON string of it)
     assert result.startswith("OPENAI_API_KEY=") and "sk-abcdefghijklmnopqrstuvwx" not in result  # ours or Hermes's
     assert converted_on == ["hermes-otel-records"] * 2
     emitter.shutdown(5)
