@@ -1,6 +1,7 @@
 """What one model call's captured content costs the records thread as the conversation grows: the chat span's
 `gen_ai.input.messages` (and system instructions) built from a history of 10, 100 and 1000 messages, half of them
-tool results of about 3.5 KiB with secrets and trigger words in them, at the default budget and with no limit.
+tool results of about 3.5 KiB with secrets and trigger words in them, at an 8 KiB budget, the default (512 Ki
+characters) and with no limit.
 Each call is measured after the one before it, as a session runs: a message redacted for an earlier call is not
 redacted again (`redaction/content.py`), so the cost follows what is new and what is exported.
 
@@ -22,7 +23,7 @@ from hermes_otel.tracking import calls  # noqa: E402
 RESULT = ("output of `cat /etc/app.env`\n" + "DB_HOST=db.internal mysql -h db -u app --password=hunter2x " * 8
           + "\n" + "row {n}: ok, token usage 12, retries 0, latency 31 ms, cache hit\n" * 40)
 LENGTHS = (10, 100, 1000)
-BUDGETS = {"default (4096)": 4096, "no limit": 1 << 30}
+BUDGETS = {"8 KiB": 4096, "default (512 Ki)": 256 * 1024, "no limit": 1 << 29}  # content cap: half the budget
 RUNS = 30
 
 

@@ -69,7 +69,7 @@ from .exporters.health import (
     health,
     install_log_filter,
 )
-from .redaction import masking
+from .redaction import content, masking
 from .semconv import SCHEMA_URL
 from .semconv import SCOPE as SCOPE_NAME
 from .version import __version__
@@ -128,10 +128,32 @@ def build_resource(settings: Settings) -> Resource:
 ATTRIBUTE_LENGTH_LIMIT = 16384
 
 
-def span_limits() -> SpanLimits:
-    limits = ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
-    configured = any(os.environ.get(v) for v in limits)
-    return SpanLimits() if configured else SpanLimits(max_attribute_length=ATTRIBUTE_LENGTH_LIMIT)
+_LENGTH_LIMITS = ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")  # the SDK's order
+NO_LIMIT = 2**30
+
+
+def span_limits(settings: Settings | None = None) -> SpanLimits:
+    """The SDK's limits as the standard variables set them; when they are not set, attribute values are cut at
+    ATTRIBUTE_LENGTH_LIMIT, or under span capture at the content budget (:func:`content_budget`), whose JSON the
+    SDK must never cut mid-document."""
+    if any(os.environ.get(v) for v in _LENGTH_LIMITS):
+        return SpanLimits()
+    budget = content_budget(settings) if settings is not None and content.on_spans(settings.capture_content) else 0
+    return SpanLimits(max_attribute_length=None if budget >= NO_LIMIT else max(ATTRIBUTE_LENGTH_LIMIT, budget))
+
+
+def content_budget(settings: Settings) -> int:
+    """The most characters one captured-content attribute holds: `capture_max_chars` (0: no limit), never more than
+    the standard attribute-length limit when one is set (the SDK would cut the JSON mid-document)."""
+    budget = settings.capture_max_chars or NO_LIMIT
+    for variable in _LENGTH_LIMITS:
+        try:
+            limit = int(os.environ.get(variable, ""))
+        except ValueError:
+            continue
+        if limit > 0:
+            return min(budget, limit)
+    return budget
 
 
 def build_sampler(settings: Settings) -> Sampler:
@@ -410,7 +432,8 @@ def build(settings: Settings) -> Telemetry:
             for signal in settings.file_signals
         }
     tracer_provider = TracerProvider(
-        resource=resource, sampler=build_sampler(settings), span_limits=span_limits(), shutdown_on_exit=False
+        resource=resource, sampler=build_sampler(settings), span_limits=span_limits(settings),
+        shutdown_on_exit=False
     )
     for exporter in _signal_exporters("traces", settings.traces_exporters, settings, writers):
         tracer_provider.add_span_processor(

@@ -82,6 +82,7 @@ class Settings:
     service_name: str
     resource_attributes: Mapping[str, str]
     capture_content: str
+    capture_max_chars: int
     console: bool
     relay_handoff: bool
     observer_exclude_hooks: frozenset[str]

@@ -106,6 +106,12 @@ FIELDS: tuple[Field, ...] = (
     Field("capture_content", str, "NO_CONTENT",
           "Message/tool content capture mode. Credentials are redacted in every mode.",
           env="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", choices=CAPTURE_MODES, attr="capture_content"),
+    Field("capture_max_chars", int, 524288,
+          "Under span capture, the largest captured-content attribute (a model call's messages, system instructions "
+          "or tool definitions; a tool's arguments or result), in characters: what does not fit is shortened string "
+          "by string, then the oldest messages are left out, always valid JSON. `0`: no limit. "
+          "`OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT` / `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`, when set, cap it.",
+          minimum=0, maximum=2**31, attr="capture_max_chars"),
     Field("console", bool, False, "Also print spans to stderr (debugging only); the same as adding `console` to "
           "`traces.exporter`.", attr="console"),
     Field("traces.exporter", str, "otlp",

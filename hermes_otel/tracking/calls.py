@@ -93,8 +93,9 @@ class Chats:
 
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, turns: Turns, limit: int,
                  attach_events: AttachEvents, emitter: Any, costs: Any = None, capture: bool = False,
-                 details: Logger | None = None) -> None:
+                 details: Logger | None = None, cap: int = 4096) -> None:
         self._tracer = tracer
+        self._cap = cap
         self._capture = capture  # content on spans: the call's messages in, its message out (redacted, capped)
         self._details = details  # content in events: one inference details event per attempt, through this logger
         self._holds = capture or details is not None  # the request is kept for its content
@@ -170,7 +171,7 @@ class Chats:
         attrs = sc.chat_response_attributes(response)
         if streaming.CLOCKS:  # a stream's chunk timing may be waiting for this span (nothing to do otherwise)
             self._stream_timing(call, attrs, context, duration)
-        captured = content_attributes(call.priced[0], response) if self._holds and call.priced else None
+        captured = content_attributes(call.priced[0], response, self._cap) if self._holds and call.priced else None
         if captured and self._capture:  # built here, off the agent's thread
             attrs.update(captured)
         if call.turn is not None:
@@ -242,7 +243,7 @@ class Chats:
     def _failed_done(self, call: Call) -> None:
         """A failed attempt's end under capture: what it sent (there is no reply), and its details event."""
         end_ns = call.end_ns or time.time_ns()
-        captured = content_attributes(call.priced[0], None) if call.priced is not None else {}
+        captured = content_attributes(call.priced[0], None, self._cap) if call.priced is not None else {}
         if self._capture:
             call.span.set_attributes(captured)
         call.span.end(end_time=end_ns)
@@ -254,8 +255,10 @@ class Tools:
     """Tool calls: one `execute_tool` span per call, ended by Hermes's verdict (`post_tool_call`)."""
 
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, turns: Turns, limit: int,
-                 attach_events: AttachEvents, capture: bool, emitter: Any, verdicts: bool = True) -> None:
+                 attach_events: AttachEvents, capture: bool, emitter: Any, verdicts: bool = True,
+                 cap: int = 4096) -> None:
         self._tracer = tracer
+        self._cap = cap
         self._verdicts = verdicts
         self._metrics = metrics
         self._emitter = emitter
@@ -280,7 +283,7 @@ class Tools:
         call = Call(span, {k: attrs[k] for k in (sc.OPERATION, sc.TOOL_NAME) if k in attrs}, turn=turn,
                     turn_id=text(context.get("turn_id")), key=key)
         if self._capture and args is not None:  # redacted at the call's end, on the records thread
-            call.held = {sc.TOOL_CALL_ARGUMENTS: content.hold(args)}
+            call.held = {sc.TOOL_CALL_ARGUMENTS: content.hold(args, cap=self._cap)}
         if turn is not None:
             turn.tool_calls += 1
         if key:
@@ -312,7 +315,7 @@ class Tools:
         call = self.find(payload)
         if call is None or call.ended:
             return False
-        call.held = {**(call.held or {}), sc.TOOL_CALL_RESULT: content.hold(result)}
+        call.held = {**(call.held or {}), sc.TOOL_CALL_RESULT: content.hold(result, cap=self._cap)}
         return True
 
     def outcome(self, payload: Mapping[str, Any]) -> Span | None:
@@ -406,7 +409,7 @@ class Tools:
         if turn is not None and (about := turn.tool_descriptions.get(name)):  # the schema the model was given
             call.span.set_attribute(sc.TOOL_DESCRIPTION, about)
         for name, held in (call.held or {}).items():  # arguments and result, redacted here (once) and capped
-            call.span.set_attribute(name, content.to_value(held))
+            call.span.set_attribute(name, content.to_value(held, cap=self._cap))
         call.span.end(end_time=call.end_ns)
         if self._metrics is not None:
             self._metrics.tool_duration.record(duration, call.metric_attrs, trace.set_span_in_context(call.span))

@@ -46,13 +46,15 @@ class Tracker:
         emitter: Emitter | Inline | None = None,
         costs: CostLedger | None = None,
         verdicts: bool = True,
+        content_cap: int = 4096,
     ) -> None:
         """Spans are the SDK's, started here on the calling thread. `emitter` (the records thread) takes
         what comes after a call, stamped at the call: its span's end with the attributes its response or
         outcome gives, its metric measurements, its price (`costs`). Without one, all of it runs inline.
         `details`: content in events: each provider attempt's inference details event goes out through it.
         `verdicts`: Hermes's hooks report each tool call's outcome, which its span waits for (False when no
-        hooks are registered: the span then ends when the call returns)."""
+        hooks are registered: the span then ends when the call returns). `content_cap`: captured content's
+        longest string; a content attribute holds at most twice it (telemetry.content_budget)."""
         self.capture_on_spans = capture_on_spans
         self.costs = costs  # prices chat attempts and rolls them up per turn, subagent and session
         emitter = emitter if emitter is not None else Inline()
@@ -65,9 +67,9 @@ class Tracker:
         self.turns = Turns(tracer, metrics, max_turns, parent_of=lambda session: self.subagents.span_of(session),
                            emitter=emitter, costs=costs)
         self.chats = Chats(tracer, metrics, self.turns, max_turns, self._attach_request_events, emitter, costs,
-                           capture_on_spans, details)
+                           capture_on_spans, details, content_cap)
         self.tools = Tools(tracer, metrics, self.turns, max_turns, self._attach_request_events, capture_on_spans,
-                           emitter, verdicts)
+                           emitter, verdicts, content_cap)
         self.approvals = Approvals(tracer, self.turns, self.tools, max_turns)
         self.subagents = Subagents(tracer, self.turns, self.tools, max_turns, emitter, costs)
         self._turn_ttl_s = turn_ttl_s

@@ -7,6 +7,7 @@ at the defaults users get except the export timeout, shortened so the test runs 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
 import re
@@ -135,3 +136,54 @@ def _stored(server, backend: str) -> list[str]:
         return [s["context"]["span_id"] for s in server.spans()]
     return [base64.b64decode(s["span_id"]).hex() if len(s["span_id"]) != 16 else s["span_id"]
             for t in server.traces("0") for s in server.spans(t["trace_id"])]
+
+
+LONG = "The quick brown fox jumps over the lazy dog. " * 300  # ~13 KB: a turn's history well over 8 KiB
+
+
+@pytest.mark.parametrize("backend", ["phoenix", "mlflow"])
+@pytest.mark.parametrize("limit", [None, 4000])
+def test_a_captured_turn_over_8_kib_arrives_whole_or_cut_as_valid_json(backend, limit, tmp_path):
+    """Issue 48: under capture a turn's content was cut at 8 KiB, so the system prompt and a few messages were all a
+    user saw. At the default budget a real `hermes chat` turn of about 15 KB reaches Phoenix and MLflow whole (read
+    through their own APIs); with the standard attribute-length variable at 4000 it is cut there, valid JSON."""
+    from hermes_otel.testing.fake_llm import FakeLLMServer
+    from tests.harness.backends import MLflow, Phoenix, wait_until
+    from tests.harness.hermes import clean_env, hermes_chat, write_home
+
+    server = Phoenix() if backend == "phoenix" else MLflow()
+    try:
+        server.start()
+        with FakeLLMServer((Reply.text("read it"),)) as llm:
+            home = write_home(tmp_path / "home", llm.base_url)
+            extra = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{server.url}/v1/traces",
+                     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
+            if backend == "mlflow":
+                extra["OTEL_EXPORTER_OTLP_TRACES_HEADERS"] = "x-mlflow-experiment-id=0"
+            if limit is not None:
+                extra["OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT"] = str(limit)
+            chat = hermes_chat(f"Read this: {LONG}", env=clean_env(home, **extra))
+            assert chat.returncode == 0 and chat.answer == "read it", chat.stderr[-3000:]
+        stored = wait_until(lambda: _chat_input(server, backend), 30, f"the chat span in {backend}")
+    finally:
+        server.stop()
+    messages = json.loads(stored)  # valid JSON either way
+    if limit is None:
+        assert len(stored) > 8192 and "…[truncated]" not in stored
+        assert messages[-1]["role"] == "user" and messages[-1]["parts"][0]["content"] == f"Read this: {LONG}".strip()
+    else:
+        assert len(stored) <= limit and "…[truncated]" in stored and messages[-1]["role"] == "user"
+
+
+def _chat_input(server, backend: str) -> str | None:
+    """The stored `gen_ai.input.messages` of the turn's chat span, as text."""
+    if backend == "phoenix":
+        spans = server.spans()
+    else:
+        spans = [s for t in server.traces("0") for s in server.spans(t["trace_id"])]
+    for span in spans:
+        if span["name"].startswith("chat "):
+            value = span["attributes"].get("gen_ai.input.messages")
+            if value is not None:
+                return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return None
