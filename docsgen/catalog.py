@@ -151,24 +151,30 @@ ATTRIBUTES: dict[str, str] = {
     mw.NAME: "A rewrite's `name`, when given.",
     mw.TERMINAL: "On the innermost span of a chain: the real provider or tool call.",
     "hermes.link.type": "On a turn's span link: `previous_turn`.",
-    cost.USAGE_COST: "Estimated cost of the attempt in USD, by Hermes's own pricing (`estimate_usage_cost`) on its "
-    "normalised usage; absent when unknown. The semantic conventions define no cost attribute yet. Also the "
-    "name of the counter.",
-    cost.USAGE_COST_STATUS: "Hermes's cost status: `estimated`, `included` (a subscription route), `actual` or "
-    "`unknown`.",
-    cost.USAGE_COST_SOURCE: "Where Hermes's price came from: `official_docs_snapshot`, `provider_models_api`, "
-    "`none`, ...",
+    cost.USAGE_COST: "Cost of the attempt in USD: what the provider reported in its response when it did "
+    "(OpenRouter's `usage.cost`; `hermes.usage.cost_source` = `provider`), else Hermes's own estimate "
+    "(`estimate_usage_cost` on its normalised usage); absent when unknown. The semantic conventions define no cost "
+    "attribute yet. Also the name of the counter.",
+    cost.USAGE_COST_STATUS: "`actual` (the provider's own figure), or Hermes's cost status: `estimated`, "
+    "`included` (a subscription route), `actual` or `unknown`.",
+    cost.USAGE_COST_SOURCE: "Where the cost came from: `provider` (the provider's response), or Hermes's price "
+    "source: `official_docs_snapshot`, `provider_models_api`, `none`, ...",
     cost.USAGE_PRICING_VERSION: "Hermes's pricing version of the price used (e.g. `anthropic-pricing-2026-05`).",
     cost.USAGE_COST_REASON: "Why the cost is `unknown`: `not_cached` (Hermes has not fetched this route's prices; "
     "we never fetch), `no_price`, `no_usage`, `pricing_unavailable`.",
     cost.TURN_COST: "The turn's total in USD: every priced attempt in its trace, subagents and failed attempts "
     "that used tokens included.",
-    cost.TURN_COST_STATUS: "`estimated`, `included`, `partial` (some attempts could not be priced) or `unknown`.",
+    cost.TURN_COST_STATUS: "`actual` (every attempt's cost as its provider reported it), `estimated` (some from "
+    "Hermes's tables), `included`, `partial` (some attempts could not be priced) or `unknown`.",
+    cost.TURN_PROVIDER_COST: "The part of `hermes.turn.cost` the providers reported themselves (USD); the rest is "
+    "Hermes's estimate. Absent when no provider reported one.",
     cost.SUBAGENT_COST: "The subagent's total in USD (its whole subtree).",
-    cost.SUBAGENT_COST_STATUS: "As for the turn: `estimated`, `included`, `partial` or `unknown`.",
+    cost.SUBAGENT_COST_STATUS: "As for the turn: `actual`, `estimated`, `included`, `partial` or `unknown`.",
+    cost.SUBAGENT_PROVIDER_COST: "The part of `hermes.subagent.cost` the providers reported themselves (USD).",
     cost.SESSION_COST: "On the session's end records: the session's total so far in USD (its subagents' included, "
     "as Hermes counts them).",
-    cost.SESSION_COST_STATUS: "As for the turn: `estimated`, `included`, `partial` or `unknown`.",
+    cost.SESSION_COST_STATUS: "As for the turn: `actual`, `estimated`, `included`, `partial` or `unknown`.",
+    cost.SESSION_PROVIDER_COST: "The part of `hermes.session.cost` the providers reported themselves (USD).",
     cost.PROFILE: "The Hermes profile the process runs (`default`, a profile name, or `custom`).",
     "hermes.otel.signal": "The pipeline: `traces`, `logs`, `metrics`, `atof` or `relay` (metric attribute).",
     "hermes.otel.spool.reason": "Why a spooled batch was removed unsent: `size` or `age` (over `spool_max_mb` / "
@@ -268,7 +274,7 @@ SPANS: tuple[SpanDoc, ...] = (
         (sc.OPERATION, sc.AGENT_NAME, sc.CONVERSATION_ID, sc.TURN_ID, sc.TASK_ID, sc.PLATFORM, sc.REQUEST_MODEL,
          sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, sc.ERROR_TYPE, sc.USAGE_INPUT, sc.USAGE_OUTPUT,
          sc.RESPONSE_FINISH_REASONS, "gen_ai.input.messages", "gen_ai.output.messages", cost.TURN_COST,
-         cost.TURN_COST_STATUS, cost.PROFILE),
+         cost.TURN_COST_STATUS, cost.TURN_PROVIDER_COST, cost.PROFILE),
     ),
     SpanDoc(
         "chat {gen_ai.request.model}",
@@ -315,7 +321,7 @@ SPANS: tuple[SpanDoc, ...] = (
         "The child's turn roots (`invoke_agent hermes`, with their own metrics) nest under it.",
         (sc.OPERATION, sc.AGENT_NAME, sc.SUBAGENT_ROLE, sc.SUBAGENT_GOAL_CHARS, sc.SUBAGENT_STATUS,
          sc.SUBAGENT_DURATION_MS, sc.SUBAGENT_CHILD_SESSION, sc.SUBAGENT_ID, sc.CONVERSATION_ID, cost.SUBAGENT_COST,
-         cost.SUBAGENT_COST_STATUS),
+         cost.SUBAGENT_COST_STATUS, cost.SUBAGENT_PROVIDER_COST),
     ),
 )
 
@@ -468,7 +474,8 @@ METRICS: tuple[MetricDoc, ...] = (
 
 # Attributes some log records carry beyond the payload's own: hook -> attributes.
 LOG_ATTRIBUTES: dict[str, tuple[str, ...]] = {
-    hook: (cost.SESSION_COST, cost.SESSION_COST_STATUS) for hook in sorted(SESSION_COST_HOOKS)
+    hook: (cost.SESSION_COST, cost.SESSION_COST_STATUS, cost.SESSION_PROVIDER_COST)
+    for hook in sorted(SESSION_COST_HOOKS)
 }
 
 # Hermes's own log lines (capture/logs.py): their attributes.

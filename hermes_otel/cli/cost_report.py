@@ -48,6 +48,7 @@ class Attempt:
     start_ns: int
     amount: Decimal | None  # None: could not be priced
     reason: str | None
+    provider: bool  # the amount is what the provider reported (else Hermes's estimate)
     tokens: tuple[int, ...]
     keys: dict[str, str]  # by -> key
 
@@ -58,6 +59,8 @@ class Row:
     amount: Decimal = Decimal(0)
     attempts: int = 0
     priced: int = 0
+    provider_amount: Decimal = Decimal(0)  # the part of `amount` the providers reported
+    reported: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     tokens: list[int] = field(default_factory=lambda: [0] * len(_TOKENS))
     first_ns: int = 0
@@ -71,6 +74,9 @@ class Row:
         else:
             self.amount += attempt.amount
             self.priced += 1
+            if attempt.provider:
+                self.provider_amount += attempt.amount
+                self.reported += 1
         self.tokens = [a + b for a, b in zip(self.tokens, attempt.tokens, strict=True)]
         self.first_ns = min(self.first_ns or attempt.start_ns, attempt.start_ns)
         self.last_ns = max(self.last_ns, attempt.start_ns)
@@ -83,11 +89,12 @@ class Row:
     def status(self) -> str:
         if self.unpriced:
             return "partial" if self.priced else "unknown"
-        return "estimated"
+        return "actual" if self.reported == self.priced and self.priced else "estimated"
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "key": self.key, "cost_usd": float(self.amount), "status": self.status, "attempts": self.attempts,
+            "key": self.key, "cost_usd": float(self.amount), "provider_cost_usd": float(self.provider_amount),
+            "status": self.status, "attempts": self.attempts,
             "priced": self.priced, "unpriced": self.unpriced, "unpriced_reasons": dict(sorted(self.reasons.items())),
             **{name: value for (name, _), value in zip(_TOKENS, self.tokens, strict=True)},
             "first_seen": _iso(self.first_ns), "last_seen": _iso(self.last_ns),
@@ -187,6 +194,7 @@ def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
             amount=Decimal(repr(amount)) if amount is not None else None,
             reason=NOT_FINITE if amount is None and isinstance(recorded, float) else _str(
                 attrs.get(cost.USAGE_COST_REASON)),
+            provider=attrs.get(cost.USAGE_COST_SOURCE) == cost.PROVIDER,
             tokens=tuple(_count(attrs.get(key)) for _, key in _TOKENS),
             keys={
                 "session": _str(top.get("gen_ai.conversation.id")) or _str(attrs.get("gen_ai.conversation.id"))
@@ -293,14 +301,20 @@ def _iso(ns: int) -> str:
 
 
 def render_table(result: Report) -> str:
-    header = (result.by, "cost", "status", "attempts", "unpriced", "input", "output", "first seen (UTC)")
-    lines = [[printable(r.key), cost.format_usd(float(r.amount)), r.status, str(r.attempts), str(r.unpriced),
-              str(r.tokens[0]), str(r.tokens[1]), _iso(r.first_ns)] for r in result.rows]
     total = result.total
-    footer = ["total", cost.format_usd(float(total.amount)), total.status, str(total.attempts), str(total.unpriced),
-              str(total.tokens[0]), str(total.tokens[1]), ""]
+    reported = bool(total.reported)  # a column for the providers' own figures, when some reported one
+
+    def cells(row: Row, key: str, first_seen: str) -> list[str]:
+        provider = [cost.format_usd(float(row.provider_amount))] if reported else []
+        return [key, cost.format_usd(float(row.amount)), *provider, row.status, str(row.attempts), str(row.unpriced),
+                str(row.tokens[0]), str(row.tokens[1]), first_seen]
+
+    header = [result.by, "cost", *(["by provider"] if reported else []), "status", "attempts", "unpriced", "input",
+              "output", "first seen (UTC)"]
+    lines = [cells(r, printable(r.key), _iso(r.first_ns)) for r in result.rows]
+    footer = cells(total, "total", "")
     widths = [max(len(row[i]) for row in (header, *lines, footer)) for i in range(len(header))]
-    right = {1, 3, 4, 5, 6}
+    right = {1, 2, 4, 5, 6, 7} if reported else {1, 3, 4, 5, 6}
 
     def line(cells) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths,
@@ -308,6 +322,9 @@ def render_table(result: Report) -> str:
 
     out = [line(header), line(["-" * w for w in widths]), *(line(row) for row in lines),
            line(["-" * w for w in widths]), line(footer)]
+    if reported:
+        out.append(f"\n{cost.format_usd(float(total.provider_amount))} of the total is what the providers reported for "
+                   f"{total.reported} attempt(s); the rest is Hermes's estimate.")
     if total.reasons:
         why = ", ".join(f"{n} {_REASONS.get(r, r)}" for r, n in sorted(total.reasons.items()))
         out.append(f"\n{total.unpriced} attempt(s) could not be priced: {printable(why)}.")

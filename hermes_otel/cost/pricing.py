@@ -44,10 +44,14 @@ USAGE_PRICING_VERSION = "hermes.usage.pricing_version"
 USAGE_COST_REASON = "hermes.usage.cost_reason"
 TURN_COST = "hermes.turn.cost"
 TURN_COST_STATUS = "hermes.turn.cost_status"
+TURN_PROVIDER_COST = "hermes.turn.provider_cost"  # the part of hermes.turn.cost the provider reported
 SUBAGENT_COST = "hermes.subagent.cost"
 SUBAGENT_COST_STATUS = "hermes.subagent.cost_status"
+SUBAGENT_PROVIDER_COST = "hermes.subagent.provider_cost"
 SESSION_COST = "hermes.session.cost"
 SESSION_COST_STATUS = "hermes.session.cost_status"
+SESSION_PROVIDER_COST = "hermes.session.provider_cost"
+PROVIDER = "provider"  # USAGE_COST_SOURCE of a cost the provider reported in its response (status `actual`)
 PROFILE = "hermes.profile"
 COST_METRIC = "hermes.usage.cost"
 COST_UNIT = "{USD}"  # an annotation: Prometheus names it hermes_usage_cost_total
@@ -89,6 +93,21 @@ class Price(NamedTuple):
 
 
 _UNKNOWN = {reason: Price(None, "unknown", reason=reason) for reason in (NOT_CACHED, NO_USAGE, UNAVAILABLE)}
+
+
+def provider_cost(usage: Any) -> Price | None:
+    """What the provider says the call cost, when its response's usage says it (OpenRouter's `usage.cost`, in USD,
+    with usage accounting on; a LiteLLM proxy's `usage.cost` where it adds one): a finite amount of at least zero."""
+    if usage is None:
+        return None
+    value = usage.get("cost") if isinstance(usage, Mapping) else getattr(usage, "cost", None)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        amount = Decimal(str(value))
+    except ArithmeticError:
+        return None
+    return Price(amount, "actual", PROVIDER) if amount.is_finite() and amount >= 0 else None
 
 
 def _scalar(value: Any) -> str | None:
@@ -186,7 +205,9 @@ class Totals:
     amount: Decimal = Decimal(0)
     priced: int = 0
     unknown: int = 0
-    estimated: bool = False  # some attempt was estimated (or reported), not just included
+    estimated: bool = False  # some attempt was estimated by Hermes's tables, not just included
+    provider: Decimal = Decimal(0)  # the part of `amount` the provider reported
+    reported: int = 0  # attempts whose cost the provider reported
 
     def add(self, price: Price) -> None:
         if price.amount is None:
@@ -194,19 +215,28 @@ class Totals:
             return
         self.amount += price.amount
         self.priced += 1
-        self.estimated = self.estimated or price.status != "included"
+        if price.source == PROVIDER:
+            self.provider += price.amount
+            self.reported += 1
+        else:
+            self.estimated = self.estimated or price.status != "included"
 
     @property
     def status(self) -> str:
-        """`estimated`, `included` (all included in a subscription), `partial` (some unknown) or `unknown`."""
+        """`actual` (every attempt's cost as its provider reported it), `estimated` (some from Hermes's tables),
+        `included` (all included in a subscription), `partial` (some unknown) or `unknown`."""
         if self.unknown:
             return "partial" if self.priced else "unknown"
-        return "estimated" if self.estimated else "included"
+        if self.estimated:
+            return "estimated"
+        return "actual" if self.reported == self.priced else "included"
 
-    def attributes(self, cost_key: str, status_key: str) -> dict[str, Any]:
+    def attributes(self, cost_key: str, status_key: str, provider_key: str) -> dict[str, Any]:
         attrs: dict[str, Any] = {status_key: self.status}
         if self.priced:
             attrs[cost_key] = float(self.amount)
+        if self.reported:
+            attrs[provider_key] = float(self.provider)
         return attrs
 
 
@@ -276,8 +306,8 @@ class CostLedger:
         if model is None and isinstance(request, Mapping):
             model = _scalar(request.get("model"))
         provider, base_url = context.get("provider"), context.get("base_url")
-        price = self._pricing.price(model, usage, provider=provider, base_url=base_url,
-                                    api_mode=context.get("api_mode"))
+        price = provider_cost(usage) or self._pricing.price(model, usage, provider=provider, base_url=base_url,
+                                                            api_mode=context.get("api_mode"))
         if attributes is None:
             span.set_attributes(price.attributes())
         else:
@@ -312,7 +342,7 @@ class CostLedger:
         """For the turn's root span at its end: the turn's total (subagents included) and the profile."""
         with self._lock:
             totals = self._turns.get(turn_id) if isinstance(turn_id, str) else None
-            attrs = totals.attributes(TURN_COST, TURN_COST_STATUS) if totals is not None else {}
+            attrs = totals.attributes(TURN_COST, TURN_COST_STATUS, TURN_PROVIDER_COST) if totals is not None else {}
         if self.profile:
             attrs[PROFILE] = self.profile
         return attrs
@@ -320,13 +350,17 @@ class CostLedger:
     def subagent_attributes(self, child_session_id: Any) -> dict[str, Any]:
         with self._lock:
             totals = self._subagents.get(child_session_id) if isinstance(child_session_id, str) else None
-            return totals.attributes(SUBAGENT_COST, SUBAGENT_COST_STATUS) if totals is not None else {}
+            if totals is None:
+                return {}
+            return totals.attributes(SUBAGENT_COST, SUBAGENT_COST_STATUS, SUBAGENT_PROVIDER_COST)
 
     def session_attributes(self, session_id: Any) -> dict[str, Any]:
         """For the session's end records: its total so far (its subagents' included, as Hermes counts)."""
         with self._lock:
             totals = self._sessions.get(session_id) if isinstance(session_id, str) else None
-            return totals.attributes(SESSION_COST, SESSION_COST_STATUS) if totals is not None else {}
+            if totals is None:
+                return {}
+            return totals.attributes(SESSION_COST, SESSION_COST_STATUS, SESSION_PROVIDER_COST)
 
     def adopt(self, other: CostLedger) -> None:
         """Take over another ledger's totals (configuration reload)."""

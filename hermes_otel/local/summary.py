@@ -50,8 +50,18 @@ def _cost(attributes: Mapping[str, Any], amount_key: str, status_key: str) -> di
     if amount is None and status is None:
         return None
     value = _amount(amount)
-    return {"amount": value, "status": "unknown" if value is None else _text(status) or "estimated",
-            "reason": _text(attributes.get(cost.USAGE_COST_REASON))}
+    found = {"amount": value, "status": "unknown" if value is None else _text(status) or "estimated",
+             "reason": _text(attributes.get(cost.USAGE_COST_REASON))}
+    provider = _amount(attributes.get(_PROVIDER_PARTS.get(amount_key, "")))
+    if provider is None and attributes.get(cost.USAGE_COST_SOURCE) == cost.PROVIDER and amount_key == cost.USAGE_COST:
+        provider = value
+    if provider is not None:
+        found["provider"] = provider  # the part the provider reported itself; the rest is Hermes's estimate
+    return found
+
+
+_PROVIDER_PARTS = {cost.TURN_COST: cost.TURN_PROVIDER_COST, cost.SUBAGENT_COST: cost.SUBAGENT_PROVIDER_COST,
+                   cost.SESSION_COST: cost.SESSION_PROVIDER_COST}
 
 
 def turn_row(trace: Trace) -> dict[str, Any]:

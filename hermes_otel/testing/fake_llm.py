@@ -68,6 +68,7 @@ class Usage:
     completion_tokens: int = 7
     cached_tokens: int = 0
     reasoning_tokens: int = 0
+    cost: float | None = None  # what the call cost, as OpenRouter reports it with usage accounting on (USD)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +77,7 @@ class Usage:
             "total_tokens": self.prompt_tokens + self.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
             "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
+            **({"cost": self.cost} if self.cost is not None else {}),
         }
 
 

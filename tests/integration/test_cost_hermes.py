@@ -227,3 +227,38 @@ def test_unpriced_route_is_unknown_and_says_why(traced, llm, receiver):
     assert end.attributes["hermes.session.cost_status"] == "unknown" and "hermes.session.cost" not in end.attributes
     assert (agent.session_cost_status, agent.session_estimated_cost_usd) == ("unknown", 0.0)  # Hermes agrees
     assert cost_points(metrics) == []
+
+
+def test_the_providers_own_cost_comes_first(traced, llm, receiver):
+    """Issue 48: OpenRouter returns what a call cost in `usage.cost` (usage accounting on); Hermes's estimate can be
+    far off it. A scripted provider that reports a cost (on a route Hermes has no price for): exactly that cost on
+    each chat span, marked as the provider's, in the turn's and the session's roll-ups, in the cost metric and in
+    `hermes-otel cost`."""
+    from decimal import Decimal
+
+    from hermes_otel import runtime
+    from hermes_otel.cli import cost_report
+
+    first, final = Usage(40, 8, cost=0.0123), Usage(90, 5, cost=0.00045)
+    llm.push(Reply(tool_calls=(ToolCall("terminal", {"command": "echo p"}, id="call_p"),), usage=first),
+             Reply(content="reported", usage=final))
+    agent = agent_for(llm.base_url)
+    assert agent.run_conversation("what did it cost")["final_response"] == "reported"
+    spans, ends, metrics = telemetry(traced, receiver, 1)
+    chats = sorted(named(spans, "chat fake-model"), key=lambda s: s.start_ns)
+    assert [{k: v for k, v in c.attributes.items() if k.startswith("hermes.usage.cost")} for c in chats] == [
+        {"hermes.usage.cost": 0.0123, "hermes.usage.cost_status": "actual", "hermes.usage.cost_source": "provider"},
+        {"hermes.usage.cost": 0.00045, "hermes.usage.cost_status": "actual", "hermes.usage.cost_source": "provider"}]
+    total = float(Decimal("0.0123") + Decimal("0.00045"))
+    root = only(spans, "invoke_agent hermes")
+    assert (root.attributes["hermes.turn.cost"], root.attributes["hermes.turn.provider_cost"],
+            root.attributes["hermes.turn.cost_status"]) == (total, total, "actual")
+    (end,) = ends
+    assert (end.attributes["hermes.session.cost"], end.attributes["hermes.session.provider_cost"],
+            end.attributes["hermes.session.cost_status"]) == (total, total, "actual")
+    assert sum(p["value"] for p in cost_points(metrics)) == pytest.approx(total, abs=1e-12)
+    result = cost_report.report(runtime.current_telemetry().settings.file_directory, by="turn")
+    (row,) = [r for r in result.rows if r.key == root.attributes["hermes.turn.id"]]  # (the home's other turns too)
+    assert (float(row.amount), float(row.provider_amount), row.status) == (total, total, "actual")
+    table = cost_report.render_table(result)
+    assert "by provider" in table and "of the total is what the providers reported for" in table

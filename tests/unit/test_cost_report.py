@@ -130,7 +130,8 @@ def test_json_schema(recorded, capsys):
     assert data["files"] == [str(recorded / "traces.jsonl")]
     main, leaf = data["rows"]
     assert main == {
-        "key": "(main)", "cost_usd": 1.75, "status": "partial", "attempts": 4, "priced": 3, "unpriced": 1,
+        "key": "(main)", "cost_usd": 1.75, "provider_cost_usd": 0.0, "status": "partial", "attempts": 4, "priced": 3,
+        "unpriced": 1,
         "unpriced_reasons": {"no_price": 1}, "input_tokens": 400, "output_tokens": 40, "cache_read_tokens": 0,
         "cache_write_tokens": 0, "reasoning_tokens": 0, "first_seen": "2026-11-30T23:00:00Z",
         "last_seen": "2026-12-01T09:00:00Z",

@@ -268,3 +268,17 @@ def test_the_tab_never_renders_data_as_markup():
     css = (install.ASSETS / "dist" / "style.css").read_text()
     selectors = [line.split("{")[0] for line in css.splitlines() if "{" in line and not line.startswith(("@", " "))]
     assert selectors and all(part.strip().startswith(".hot-") for sel in selectors for part in sel.split(","))
+
+
+def test_the_providers_part_of_a_cost_is_shown_beside_the_estimate():
+    """Issue 48: the tab says which part of a total the provider reported and which is Hermes's estimate."""
+    from hermes_otel.cost import pricing as cost
+    from hermes_otel.local import summary
+
+    turn = {cost.TURN_COST: 0.5, cost.TURN_COST_STATUS: "estimated", cost.TURN_PROVIDER_COST: 0.25}
+    assert summary._cost(turn, cost.TURN_COST, cost.TURN_COST_STATUS) == {
+        "amount": 0.5, "status": "estimated", "reason": None, "provider": 0.25}
+    attempt = {cost.USAGE_COST: 0.1, cost.USAGE_COST_STATUS: "actual", cost.USAGE_COST_SOURCE: "provider"}
+    assert summary._cost(attempt, cost.USAGE_COST, cost.USAGE_COST_STATUS)["provider"] == 0.1
+    estimated = {cost.USAGE_COST: 0.1, cost.USAGE_COST_STATUS: "estimated", cost.USAGE_COST_SOURCE: "snapshot"}
+    assert "provider" not in summary._cost(estimated, cost.USAGE_COST, cost.USAGE_COST_STATUS)

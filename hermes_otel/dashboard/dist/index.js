@@ -38,7 +38,9 @@
     if (cost.amount === null || cost.amount === undefined) {
       return "unknown" + (cost.reason ? " (" + String(cost.reason).replace(/_/g, " ") + ")" : "");
     }
-    return usd(cost.amount) + (cost.status === "partial" ? " (partial)" : "");
+    var text = usd(cost.amount) + (cost.status === "partial" ? " (partial)" : "");
+    if (cost.provider === undefined || cost.provider === null) return text;  // Hermes's estimate
+    return text + (cost.provider === cost.amount ? " (provider's)" : " (" + usd(cost.provider) + " provider's)");
   }
   function text(value) {
     if (value === null || value === undefined) return "";
