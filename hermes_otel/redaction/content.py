@@ -263,17 +263,18 @@ def _hermes_redact(text: str) -> str:
 # tool result and message would be redacted again for every later model call of the session (benchmarks/history.py
 # measures it). Keyed by the text itself (the history's strings are the same objects call after call, whose hash
 # Python keeps), bounded by the characters held, forgotten whenever a new secret is learned.
-_MEMO_MIN = 256  # shorter texts cost less to redact than to remember
+_MEMO_MIN = 1  # a text of a few characters costs tens of µs to redact (every pattern's trigger words are looked for)
 _MEMO_CHARS = 8 * 1024 * 1024  # of texts held, at most (the oldest are forgotten first)
+_MEMO_ENTRIES = 65536  # and of texts, however short
 _memo: dict[tuple[str, int | None, bool], str] = {}
 _memo_chars = 0
 
 
-def redact_text(text: str, cap: int | None = None, *, hermes: bool = True) -> str:
+def redact_text(text: str, cap: int | None = None, *, hermes: bool = True, memo: bool = True) -> str:
     """Value-pattern redaction (ours, then Hermes's unless `hermes` is false: Hermes's own log formatter applies it
-    to log lines already), then a size cap that says how much was cut. A long text redacted before is not redacted
-    again."""
-    if len(text) < _MEMO_MIN:
+    to log lines already), then a size cap that says how much was cut. A text redacted before is not redacted again
+    (`memo` false: a text seen once, such as a log line, is not remembered)."""
+    if not memo or len(text) < _MEMO_MIN:
         return _redact(text, cap, hermes)
     key = (text, cap, hermes)
     done = _memo.get(key)
@@ -290,7 +291,7 @@ def _keep(key: tuple[str, int | None, bool], done: str) -> None:
             return
         _memo[key] = done
         _memo_chars += len(key[0])
-        while _memo_chars > _MEMO_CHARS:
+        while _memo_chars > _MEMO_CHARS or len(_memo) > _MEMO_ENTRIES:
             oldest = next(iter(_memo))
             _memo_chars -= len(oldest[0])
             del _memo[oldest]

@@ -67,7 +67,7 @@ _USERINFO = re.compile(r"(?<![\w/])([A-Za-z0-9._~%!$&'()*+,;=-]+):([^\s@/'\"]+)@
 def mask_text(text: str) -> str:
     """Known secrets, credential patterns and `user:password@` masked."""
     text = replace_known(text, MASK)
-    text = redact_text(text, hermes=False)  # Hermes's formatter redacts its log lines itself
+    text = redact_text(text, hermes=False, memo=False)  # Hermes's formatter redacts its log lines itself
     return _USERINFO.sub(r"\1:" + MASK + "@", text)
 
 

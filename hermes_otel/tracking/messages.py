@@ -510,6 +510,17 @@ def _render(head: Message | None, kept: list[Message], dropped: int, size: int |
     return content._dumps(items)
 
 
+def _longest(item: Any) -> int:
+    """The length of the longest content string in a cleaned message (what `_shorten` would cut)."""
+    if isinstance(item, str):
+        return len(item)
+    if isinstance(item, list):
+        return max((_longest(value) for value in item), default=0)
+    if isinstance(item, dict):
+        return max((_longest(value) for key, value in item.items() if key not in _STRUCTURE), default=0)
+    return 0
+
+
 def _skeleton(item: Message) -> Message:
     """A message none of whose content fits: its structure alone (role, finish reason), its parts left out."""
     return {**{key: value for key, value in item.items() if key in _STRUCTURE}, "parts": []}
@@ -567,6 +578,9 @@ def _fit(items: Any, cap: int, omitted: int = 0) -> str:
         kept, parts_dropped = [_skeleton(last)], len(last["parts"])  # not even the last message fits: its role does
     dropped = total - start - len(kept) + omitted
     text = _render(head, kept, dropped, None, parts_dropped)
+    if len(text) > limit:  # a size at or over the longest string shortens nothing: not rendered again for it
+        longest = max((_longest(m) for m in ([head] if head is not None else []) + kept), default=0)
+        sizes = [size for size in sizes if size < longest] or sizes[-1:]
     for size in sizes:  # shortened as content.to_json shortens: halving every content string until it fits
         if len(text) <= limit:
             break

@@ -1,6 +1,6 @@
 """Issue 47, item 3: what is redacted once is not redacted again. Each chat span carries the history before it, so
 every tool result used to be redacted again for every later model call of the session (60-66 ms of the records
-thread per chat span with 3.5 KiB tool results, benchmarks/history.py; 5.5-7.3 ms now)."""
+thread per chat span with 3.5 KiB tool results at an 8 KiB budget, benchmarks/history.py; 4.3-6.9 ms now)."""
 
 from __future__ import annotations
 
