@@ -233,7 +233,7 @@ CONVENTIONS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("gen_ai.input.messages", "Opt-In", "set under span capture: the user's message"),
         ("gen_ai.output.messages", "Opt-In", "set under span capture: the final answer"),
         ("gen_ai.system_instructions", "Opt-In", "not set: on each `chat` span"),
-        ("gen_ai.tool.definitions", "Opt-In", "not set: on each `chat` span"),
+        ("gen_ai.tool.definitions", "Opt-In", "set under span capture: the tools the agent had (its last request's)"),
     ),
     "execute_tool": (
         (sc.OPERATION, "Required", _ALWAYS),
@@ -273,7 +273,8 @@ SPANS: tuple[SpanDoc, ...] = (
         "reason).",
         (sc.OPERATION, sc.AGENT_NAME, sc.CONVERSATION_ID, sc.TURN_ID, sc.TASK_ID, sc.PLATFORM, sc.REQUEST_MODEL,
          sc.TURN_COMPLETED, sc.TURN_INTERRUPTED, sc.TURN_END_REASON, sc.ERROR_TYPE, sc.USAGE_INPUT, sc.USAGE_OUTPUT,
-         sc.RESPONSE_FINISH_REASONS, "gen_ai.input.messages", "gen_ai.output.messages", cost.TURN_COST,
+         sc.RESPONSE_FINISH_REASONS, "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.definitions",
+         cost.TURN_COST,
          cost.TURN_COST_STATUS, cost.TURN_PROVIDER_COST, cost.PROFILE),
     ),
     SpanDoc(

@@ -25,7 +25,7 @@ from ..redaction import content
 from . import messages, streaming
 from .instruments import Instruments
 from .keys import text, tool_key
-from .turns import Turn, Turns
+from .turns import TOOL_DEFINITIONS, Turn, Turns
 
 _CHAT_METRIC_KEYS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDRESS)
 DENIED = ("deny", "timeout", "smart_deny")
@@ -38,7 +38,7 @@ AttachEvents = Callable[[Span, str, str], None]
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _DETAILS_PREFIXES = ("gen_ai.", "server.", "error.type")  # the inference span's attributes the event repeats
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
-SYSTEM_INSTRUCTIONS, TOOL_DEFINITIONS = "gen_ai.system_instructions", "gen_ai.tool.definitions"
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 _HISTORY_KEYS = ("messages", "input")  # the request's lists the caller appends to after the call (not its tools:
 # the same list each time, which Turn.tally reads once by identity)
 

@@ -65,7 +65,7 @@ class Tracker:
         self._pending: BoundedMap[tuple[str, str], list[RequestEvent]] = BoundedMap(max_turns)
         self.rewrites_from_trace = False  # set by the plugin where Hermes's request passes are not watched
         self.turns = Turns(tracer, metrics, max_turns, parent_of=lambda session: self.subagents.span_of(session),
-                           emitter=emitter, costs=costs)
+                           emitter=emitter, costs=costs, content_cap=content_cap if capture_on_spans else None)
         self.chats = Chats(tracer, metrics, self.turns, max_turns, self._attach_request_events, emitter, costs,
                            capture_on_spans, details, content_cap)
         self.tools = Tools(tracer, metrics, self.turns, max_turns, self._attach_request_events, capture_on_spans,

@@ -43,6 +43,9 @@ def caller_context() -> otel_context.Context:
     return trace.set_span_in_context(trace.INVALID_SPAN, current)
 
 
+TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+
+
 @dataclass
 class Turn:
     span: Span
@@ -88,8 +91,10 @@ class Turn:
 
 class Turns:
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, limit: int,
-                 parent_of: Callable[[str], Span | None], emitter: Any = None, costs: Any = None) -> None:
+                 parent_of: Callable[[str], Span | None], emitter: Any = None, costs: Any = None,
+                 content_cap: int | None = None) -> None:
         self._tracer = tracer
+        self._content_cap = content_cap  # under span capture: the turn's tool definitions on its root, this capped
         self._metrics = metrics
         self._emitter = emitter
         self._costs = costs
@@ -198,6 +203,9 @@ class Turns:
             span.set_attribute(sc.ERROR_TYPE, error)
             span.set_status(Status(StatusCode.ERROR, message))
         span.set_attributes(turn.rolled_up())  # its attempts' tokens and last finish reasons, tallied before this
+        if self._content_cap is not None and turn.tools is not None:  # the tools the agent had (Opt-In)
+            span.set_attribute(TOOL_DEFINITIONS, messages.to_json(messages.tool_definitions({"tools": turn.tools}),
+                                                                  cap=self._content_cap))
         if self._costs is not None:  # the turn's total, its attempts priced before this runs
             span.set_attributes(self._costs.turn_attributes(turn_id))
         span.end(end_time=end_ns)

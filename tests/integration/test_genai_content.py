@@ -88,6 +88,10 @@ def test_a_turn_reads_as_a_conversation_in_every_capture_mode(traced, llm, recei
             {"role": "assistant", "parts": [{"type": "text", "content": "All done."}], "finish_reason": "stop"}]
         assert json.loads(root.attributes["gen_ai.output.messages"]) == [
             {"role": "assistant", "parts": [{"type": "text", "content": "All done."}], "finish_reason": "stop"}]
+        # The tools the agent had, on its invoke_agent span too (Opt-In there; issue 48): the chats' own list.
+        assert json.loads(root.attributes["gen_ai.tool.definitions"]) == json.loads(
+            chats[-1].attributes["gen_ai.tool.definitions"])
+        check_definitions(json.loads(root.attributes["gen_ai.tool.definitions"]))
     else:
         assert not any(key.startswith(("gen_ai.input", "gen_ai.output", "gen_ai.tool.definitions",
                                        "gen_ai.system_instructions")) for s in spans for key in s.attributes)
