@@ -108,9 +108,11 @@ def test_an_endpoint_that_does_not_take_a_signal_stops_getting_it(tmp_path: Path
         url = f"{backend.endpoint}/v1/traces"
         exporter = otlp_traces(url, spool, timeout=5.0)
         dropped = health.dropped_at[url]
-        for _ in range(3):
+        assert exporter.export(sized_spans([10])).name == "FAILURE"
+        asked = backend.count("/v1/traces")  # (SDK 1.39 retries a 501 within the export; later ones do not)
+        for _ in range(2):
             assert exporter.export(sized_spans([10])).name == "FAILURE"
-        assert backend.count("/v1/traces") == 1  # asked once; then not again this run
+        assert asked >= 1 and backend.count("/v1/traces") == asked  # not asked again this run
     assert spool.entries() == [] and health.dropped_at[url] == dropped + 3
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert said == [f"hermes-otel: {url} does not take traces (HTTP {status}); traces are not sent there for the "
