@@ -145,7 +145,8 @@ def _extend(kept: _Kept, state: State) -> _Kept:
                 spans[trace_id].setdefault(span["span_id"], span)
     built = {trace.trace_id: trace for trace in kept.traces if trace.trace_id not in touched}
     built.update((trace_id, build_trace(trace_id, spans[trace_id])) for trace_id in touched)
-    traces = heapq.nlargest(SCAN, built.values(), key=_order)[::-1]
+    traces = heapq.nlargest(SCAN, built.values(), key=_order)
+    traces.reverse()  # oldest first
     spans = {trace.trace_id: spans[trace.trace_id] for trace in traces}
     return _Kept(state, tail, spans, traces, kept.held + counter.bytes, kept.bad_lines + counter.bad,
                  kept.complete and len(built) <= SCAN)
