@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,6 +70,7 @@ def live(llm) -> Iterator[dict]:
     # Earlier tests' pipelines may still be retrying a dead collector and would spool into this home later: close
     # them now (what they hold is spooled at once) and empty the spool, so the spool panels start from zero.
     runtime.shutdown()
+    _pipelines_ended()
     _empty_spool(home)
     with contextlib.ExitStack() as stack:  # unwinds: environment, home, plugins, endpoint, Prometheus, Phoenix
         phoenix = Phoenix()
@@ -109,6 +111,18 @@ def live(llm) -> Iterator[dict]:
             done = f"sum(gen_ai_invoke_agent_duration_seconds_count) == {turn + 1}"
             wait_until(lambda done=done: prom.query(done), 30, f"turn {turn + 1} in Prometheus")
         yield {"prometheus": prom, "phoenix": phoenix, "agent": agent}
+
+
+def _pipelines_ended(timeout_s: float = 30.0) -> None:
+    """Every earlier pipeline's batch workers have ended (the shutdown's one budget covers the live pipeline first;
+    a retired one may finish its shutdown, and its last spool write, after it returned): nothing of theirs can
+    spool into this home once the spool is emptied."""
+    import threading
+
+    deadline = time.monotonic() + timeout_s
+    workers = ("OtelBatchSpanRecordProcessor", "OtelBatchLogRecordProcessor", "OtelPeriodicExportingMetricReader")
+    while time.monotonic() < deadline and any(t.name.startswith(workers) for t in threading.enumerate()):
+        time.sleep(0.05)
 
 
 def _empty_spool(home: Path) -> None:
