@@ -192,9 +192,9 @@ def _metrics(items: list[tuple[Any, Any, Any]]) -> Any:
 
 
 def _count(signal: str, batch: Any) -> int:
-    if signal != "metrics":
-        return len(batch)
-    return sum(len(m.data.data_points) for rm in batch.resource_metrics for sm in rm.scope_metrics for m in sm.metrics)
+    from .delivery import SpoolingMetricExporter  # counts as the live exporter counts (metric points)
+
+    return SpoolingMetricExporter.count(batch) if signal == "metrics" else len(batch)
 
 
 class Exporters:
