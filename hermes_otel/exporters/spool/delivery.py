@@ -39,7 +39,7 @@ from ..health import current, health
 from ..private import UnsafePath
 from ..session import NOT_TAKEN, REFUSED
 from .sdk import sdk_exporter
-from .store import Spool
+from .store import Spool, items
 
 if TYPE_CHECKING:
     from ..session import ExporterSession
@@ -94,7 +94,6 @@ class _Spooling:
     delivered: Any  # the SDK export results that mean delivered and not
     failed: Any
     encode: Callable[[Any], dict[str, Any]]  # a batch as one OTLP/JSON request (the spool's lines)
-    count: Callable[..., int]  # items in a batch
 
     def __init__(self, inner: Any, session: ExporterSession | None, endpoint: str, key: str, spool: Spool | None,
                  budget_s: float, owner: Any = None, timeout_s: float = 10.0) -> None:
@@ -222,7 +221,7 @@ class _Spooling:
 
     def _count(self, batch: Any) -> int:
         try:
-            return self.count(batch)
+            return items(self.signal, batch)
         except Exception:  # noqa: BLE001 - counting must not raise into an SDK thread
             return 1
 
@@ -232,12 +231,12 @@ def _exiting() -> bool:
 
 
 class SpoolingSpanExporter(_Spooling, SpanExporter):
-    signal, encode, count = "traces", staticmethod(encode_spans_json), len
+    signal, encode = "traces", staticmethod(encode_spans_json)
     delivered, failed = SpanExportResult.SUCCESS, SpanExportResult.FAILURE
 
 
 class SpoolingLogExporter(_Spooling, LogRecordExporter):
-    signal, encode, count = "logs", staticmethod(encode_logs_json), len
+    signal, encode = "logs", staticmethod(encode_logs_json)
     delivered, failed = LogRecordExportResult.SUCCESS, LogRecordExportResult.FAILURE
 
 
@@ -251,11 +250,6 @@ class SpoolingMetricExporter(_Spooling, MetricExporter):
         _Spooling.__init__(self, *args, **kwargs)
         temporality, aggregation = metric_preferences()
         MetricExporter.__init__(self, preferred_temporality=temporality, preferred_aggregation=aggregation)
-
-    @staticmethod
-    def count(data: Any) -> int:
-        return sum(len(m.data.data_points) for rm in data.resource_metrics for sm in rm.scope_metrics
-                   for m in sm.metrics)
 
 
 def spooling_exporter(signal: str, target: Any, settings: Any) -> Any:

@@ -35,7 +35,7 @@ from ...redaction.masking import mask_url
 from .. import deadline
 from ..health import current, health, install_log_filter
 from ..session import NOT_TAKEN, REFUSED
-from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, stats
+from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, items, stats
 
 # Our own generator: the sender thread never moves the process-wide `random` state under someone else.
 _JITTER = random.Random()
@@ -144,7 +144,7 @@ def _deliver(signal: str, target: Any, batch: Any, exporters: Exporters, removed
     if outcome.kind != "rejected":
         return outcome  # (sent, retry, not_taken)
     if parts is None:
-        removed.append((_count(signal, batch), outcome.detail))
+        removed.append((items(signal, batch), outcome.detail))
         return Outcome("sent")
     for part in parts:
         outcome = _deliver(signal, target, part, exporters, removed)
@@ -189,12 +189,6 @@ def _metrics(items: list[tuple[Any, Any, Any]]) -> Any:
     return MetricsData([ResourceMetrics(rm.resource, [ScopeMetrics(sm.scope, metrics, sm.schema_url)
                                                       for sm, metrics in scopes], rm.schema_url)
                         for rm, scopes in groups])
-
-
-def _count(signal: str, batch: Any) -> int:
-    from .delivery import SpoolingMetricExporter  # counts as the live exporter counts (metric points)
-
-    return SpoolingMetricExporter.count(batch) if signal == "metrics" else len(batch)
 
 
 class Exporters:

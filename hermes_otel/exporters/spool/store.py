@@ -70,6 +70,13 @@ def endpoint_key(protocol: str, endpoint: str, headers: Mapping[str, str] | None
     return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def items(signal: str, batch: Any) -> int:
+    """How many items a batch of `signal` holds, as the health counters count them (a metrics batch: its points)."""
+    if signal != "metrics":
+        return len(batch)
+    return sum(len(m.data.data_points) for rm in batch.resource_metrics for sm in rm.scope_metrics for m in sm.metrics)
+
+
 @dataclass(frozen=True)
 class Entry:
     """One spooled batch."""
