@@ -12,6 +12,7 @@ import json
 import re
 import threading
 import time
+from collections import Counter
 
 import pytest
 
@@ -55,6 +56,7 @@ def _responder(directory):
     return respond
 
 
+@pytest.mark.timeout(300)  # the background subagents' wait below, past the suite's 120 s default
 def test_eight_sessions_with_parallel_tools_and_subagents(traced, receiver, tmp_path):
     for k in range(SESSIONS):
         for n in (1, 2):
@@ -78,8 +80,11 @@ def test_eight_sessions_with_parallel_tools_and_subagents(traced, receiver, tmp_
     assert results == {k: f"final sess{k}" for k in range(SESSIONS)}
 
     traced.flush(10)
+    # Hermes 0.19 runs a top-level delegation in the background (three at once; the rest inline), so a subagent may
+    # end well after its parent's session: on a machine without network each child's start waits out Hermes's model
+    # metadata fetch first (a subagent took 21 s in CI). The wait ends as soon as every trace is whole.
     spans = receiver.wait_for_spans(lambda s: len(turn_roots(s)) >= 2 * SESSIONS and len(subagents(s)) >= SESSIONS,
-                                    timeout=30)
+                                    timeout=120)
     traces: dict[str, list] = {}
     for span in spans:
         traces.setdefault(span.trace_id, []).append(span)
@@ -102,11 +107,9 @@ def test_eight_sessions_with_parallel_tools_and_subagents(traced, receiver, tmp_
         seen_sessions |= {parent_sid, child_sid}
     assert len(seen_sessions) == 2 * SESSIONS
     assert traced.current_tracker().open_turns() == 0  # no state left behind
-    # Sessions start none of ours (an export's own thread lives as long as that export: let those in flight end).
-    deadline = time.monotonic() + 10
-    while any(name.startswith("hermes-otel-export-") for name in _our_threads()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(_our_threads()) <= len(ours_before), (ours_before, _our_threads())
+    # Sessions start none of ours: the one deadline watcher of the process is started by its first export.
+    after = _our_threads()
+    assert Counter(after) - Counter(ours_before) in (Counter(), Counter({"hermes-otel-deadline": 1})), (ours_before, after)
 
 
 def _our_threads() -> list[str]:
