@@ -21,7 +21,8 @@ from hermes_otel.capture.bridge import (
 )
 from hermes_otel.cost import pricing as cost
 from hermes_otel.middleware import layers as mw
-from hermes_otel.semconv import AGENT_BUCKETS, CALL_COUNT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
+from hermes_otel.semconv import AGENT_BUCKETS, CALL_COUNT_BUCKETS, DURATION_BUCKETS
+from hermes_otel.tracking import instruments
 from hermes_otel.tracking.calls import DETAILS_EVENT
 
 
@@ -107,7 +108,8 @@ ATTRIBUTES: dict[str, str] = {
                         "(the session ended first: `on_session_finalize` / `on_session_reset`, or Hermes gave up after "
                         "its retries, which fires no `on_session_end`), `shutdown` (process exit), `plugin_unloaded`, "
                         "`ttl` (open longer than the turn TTL), `evicted` (more open turns than the cap).",
-    "gen_ai.token.type": "`input` or `output` (metric attribute).",
+    "gen_ai.token.modality": "Always `unknown`: Hermes reports token totals, not their modalities (metric "
+    "attribute of the usage counters).",
     sc.API_RETRY_COUNT: "From `api_request_error`: retries so far.",
     sc.API_MAX_RETRIES: "From `api_request_error`: the retry budget.",
     sc.API_RETRYABLE: "From `api_request_error`: whether Hermes will retry.",
@@ -215,21 +217,25 @@ CONVENTIONS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("gen_ai.system_instructions", "Opt-In", _CAPTURE + ", where the API takes instructions apart"),
         ("gen_ai.tool.definitions", "Opt-In", _CAPTURE),
     ),
+    # The internal invoke_agent span (the latest conventions have no provider, agent id or version, or cache tokens
+    # on it any more).
     "invoke_agent": (
         (sc.OPERATION, "Required", _ALWAYS),
-        (sc.PROVIDER, "Conditionally Required", "not set: the turn's attempts may use several providers (each "
-         "`chat` span has its own)"),
         (sc.ERROR_TYPE, "Conditionally Required", "set when the turn did not complete"),
         ("gen_ai.agent.description", "Conditionally Required", "not set: Hermes has no agent description"),
-        ("gen_ai.agent.id", "Conditionally Required", "not set: Hermes has no agent id (the session is "
-         "`gen_ai.conversation.id`)"),
         (sc.AGENT_NAME, "Conditionally Required", _ALWAYS),
         (sc.CONVERSATION_ID, "Conditionally Required", _ALWAYS),
-        (sc.REQUEST_MODEL, "Conditionally Required", "set when Hermes names the turn's model"),
+        ("gen_ai.data_source.id", "Conditionally Required", "not set: Hermes names no data source"),
+        ("gen_ai.output.type", "Conditionally Required", "not set: Hermes asks for text"),
+        *((name, "Conditionally Required", "not set: on each `chat` span") for name in (
+            sc.REQUEST_CHOICE_COUNT, sc.REQUEST_SEED)),
+        (sc.REQUEST_MODEL, "Recommended", "set when Hermes names the turn's model"),
+        *((name, "Recommended", "not set: on each `chat` span") for name in (
+            sc.REQUEST_FREQUENCY_PENALTY, sc.REQUEST_MAX_TOKENS, sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_STOP,
+            sc.REQUEST_TEMPERATURE, sc.REQUEST_TOP_P)),
         (sc.RESPONSE_FINISH_REASONS, "Recommended", "set: the last reply's"),
         (sc.USAGE_INPUT, "Recommended", "set: the turn's total"),
         (sc.USAGE_OUTPUT, "Recommended", "set: the turn's total"),
-        (sc.SERVER_ADDRESS, "Recommended", "not set: on each `chat` span"),
         ("gen_ai.input.messages", "Opt-In", "set under span capture: the user's message"),
         ("gen_ai.output.messages", "Opt-In", "set under span capture: the final answer"),
         ("gen_ai.system_instructions", "Opt-In", "not set: on each `chat` span"),
@@ -371,32 +377,29 @@ EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "exception": ("The standard exception event on a failed span.", ()),
 }
 
-_CALL_METRIC_ATTRS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.SERVER_ADDRESS, sc.LLM_PURPOSE,
-                      sc.ERROR_TYPE)
+_CALL_METRIC_ATTRS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.SERVER_ADDRESS, sc.SERVER_PORT,
+                      sc.LLM_PURPOSE, sc.ERROR_TYPE)
+_FIRST_CHUNK = "Time from sending a streamed provider request to its first chunk (streamed replies only)."
+_CHUNK_GAP = "Time between consecutive chunks of a streamed reply, one measurement per chunk after the first."
+
+
+def _histogram(key: str, description: str, attributes: tuple[str, ...], table=instruments.HISTOGRAMS) -> MetricDoc:
+    name, unit, _, buckets = table[key]
+    return MetricDoc(name, "histogram", unit, description, attributes, buckets)
+
 
 METRICS: tuple[MetricDoc, ...] = (
-    MetricDoc(
-        "gen_ai.client.operation.duration", "histogram", "s", "Duration of each provider attempt.",
-        _CALL_METRIC_ATTRS, DURATION_BUCKETS,
-    ),
-    MetricDoc(
-        "gen_ai.client.token.usage", "histogram", "{token}", "Tokens per provider call, by `gen_ai.token.type`.",
-        (*_CALL_METRIC_ATTRS[:-1], "gen_ai.token.type"), TOKEN_BUCKETS,
-    ),
-    MetricDoc(
-        "gen_ai.execute_tool.duration", "histogram", "s", "Duration of each tool call.",
-        (sc.OPERATION, sc.TOOL_NAME, sc.ERROR_TYPE), DURATION_BUCKETS,
-    ),
-    MetricDoc(
-        "gen_ai.client.operation.time_to_first_chunk", "histogram", "s",
-        "Time from sending a streamed provider request to its first chunk (streamed replies only).",
-        _CALL_METRIC_ATTRS[:-1], DURATION_BUCKETS,
-    ),
-    MetricDoc(
-        "gen_ai.client.operation.time_per_output_chunk", "histogram", "s",
-        "Time between consecutive chunks of a streamed reply, one measurement per chunk after the first.",
-        _CALL_METRIC_ATTRS[:-1], DURATION_BUCKETS,
-    ),
+    _histogram("inference_duration", "Duration of each provider attempt.", _CALL_METRIC_ATTRS),
+    _histogram("input_tokens", "Input tokens of each provider attempt (0 when its provider reported none, and for "
+               "a failed attempt).", _CALL_METRIC_ATTRS),
+    _histogram("output_tokens", "Output tokens of each provider attempt (0 as above).", _CALL_METRIC_ATTRS),
+    *(MetricDoc(name, "counter", "{token}", f"{description}: every provider attempt adds its count (0 when its "
+                f"provider reported none, and for a failed attempt), its `{instruments.MODALITY}` `unknown` (Hermes "
+                "reports totals, not modalities).", (*_CALL_METRIC_ATTRS[:-1], instruments.MODALITY))
+      for name, description in instruments.USAGE_COUNTERS.values()),
+    _histogram("tool_duration", "Duration of each tool call.", (sc.OPERATION, sc.TOOL_NAME, sc.ERROR_TYPE)),
+    _histogram("first_chunk", _FIRST_CHUNK, _CALL_METRIC_ATTRS[:-1]),
+    _histogram("chunk_gap", _CHUNK_GAP, _CALL_METRIC_ATTRS[:-1]),
     MetricDoc(
         "gen_ai.invoke_agent.duration", "histogram", "s", "Duration of each agent turn.",
         (sc.OPERATION, sc.AGENT_NAME, sc.ERROR_TYPE), AGENT_BUCKETS,
@@ -472,6 +475,22 @@ METRICS: tuple[MetricDoc, ...] = (
         ("hermes.otel.signal", "hermes.otel.spool.reason"),
     ),
 )
+
+# What `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai/dup` adds beside the latest names: the GenAI conventions' v1.41.0 names
+# of what the latest renamed or replaced.
+V1_41_METRICS: tuple[MetricDoc, ...] = (
+    _histogram("operation_duration", "Duration of each provider attempt: v1.41.0's name of "
+               "`gen_ai.client.inference.duration`.", _CALL_METRIC_ATTRS, instruments.V1_41_HISTOGRAMS),
+    _histogram("tokens", "Tokens of each provider attempt that reported them, by `gen_ai.token.type`: v1.41.0's "
+               "metric, replaced by the usage counters and the per-attempt token histograms.",
+               (*_CALL_METRIC_ATTRS[:-1], instruments.TOKEN_TYPE), instruments.V1_41_HISTOGRAMS),
+    _histogram("first_chunk_v1_41", _FIRST_CHUNK, _CALL_METRIC_ATTRS[:-1], instruments.V1_41_HISTOGRAMS),
+    _histogram("chunk_gap_v1_41", _CHUNK_GAP, _CALL_METRIC_ATTRS[:-1], instruments.V1_41_HISTOGRAMS),
+)
+V1_41_ATTRIBUTES: dict[str, str] = {
+    "gen_ai.token.type": "`input` or `output` (metric attribute of `gen_ai.client.token.usage`).",
+    sc.USAGE_CACHE_CREATION: "v1.41.0's name of `gen_ai.usage.cache_write.input_tokens` (the same value), on `chat`.",
+}
 
 # Attributes some log records carry beyond the payload's own: hook -> attributes.
 LOG_ATTRIBUTES: dict[str, tuple[str, ...]] = {
@@ -577,16 +596,26 @@ def telemetry_markdown() -> str:
     ]
     out += _coverage()
     out += ["## Metrics", "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]
-    for m in METRICS:
-        names = ", ".join(f"`{a}`" for a in m.attributes)
-        buckets = ", ".join(f"{b:g}" for b in m.buckets)
-        out.append(f"| `{m.name}` | {m.instrument} | `{m.unit}` | {names} | {buckets} |")
+    out += [_metric_row(m) for m in METRICS]
     out += ["", "Metric attributes are low-cardinality only: never session, turn, request or call ids.", ""]
+    out += ["### v1.41.0 names (`OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai/dup`)", "",
+            "The names above are the latest GenAI conventions' (open-telemetry/semantic-conventions-genai). With "
+            "`gen_ai/dup` the names of v1.41.0 (the last release in open-telemetry/semantic-conventions) that the "
+            "latest renamed or replaced are emitted beside them, for dashboards built on v1.41.0; the output "
+            "messages then carry their `finish_reason` too (deprecated since, for `gen_ai.response.finish_reasons`).",
+            "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]
+    out += [_metric_row(m) for m in V1_41_METRICS]
+    out += [""] + _table(V1_41_ATTRIBUTES.items()) + [""]
     out += ["## Resource", "", f"Schema URL `{sc.SCHEMA_URL}` (also on every tracer, meter and logger we use): the "
             "semantic-conventions release whose names we emit. `OTEL_RESOURCE_ATTRIBUTES` is applied over ours "
             "(the SDK's own reading), then `OTEL_SERVICE_NAME`.", ""] + _table(RESOURCE.items())
     out += ["", "## Attributes", ""] + _table(sorted(ATTRIBUTES.items()))
     return "\n".join(out) + "\n"
+
+
+def _metric_row(m: MetricDoc) -> str:
+    names = ", ".join(f"`{a}`" for a in m.attributes)
+    return f"| `{m.name}` | {m.instrument} | `{m.unit}` | {names} | {', '.join(f'{b:g}' for b in m.buckets)} |"
 
 
 def _table(rows) -> list[str]:

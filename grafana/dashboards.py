@@ -70,7 +70,7 @@ def _latency_panel(q: float) -> PromPanel:
         (
             Query(_quantile(q, "gen_ai_invoke_agent_duration_seconds", "gen_ai_operation_name"),
                   "{{gen_ai_operation_name}}"),
-            Query(_quantile(q, "gen_ai_client_operation_duration_seconds",
+            Query(_quantile(q, "gen_ai_client_inference_duration_seconds",
                             "gen_ai_operation_name, gen_ai_request_model", model),
                   "{{gen_ai_operation_name}} {{gen_ai_request_model}}"),
             Query(_quantile(q, "gen_ai_execute_tool_duration_seconds", "gen_ai_operation_name"),
@@ -123,7 +123,7 @@ OVERVIEW: dict[str, tuple[PromPanel, ...]] = {
                   (Query(f"sum(rate(gen_ai_invoke_agent_duration_seconds_count[{RATE}]))", "turns/s"),)),
         PromPanel("Error ratio", "Share of provider attempts and tool calls that failed (error.type set).",
                   "percentunit",
-                  (Query(_ratio("gen_ai_client_operation_duration_seconds"), "chat"),
+                  (Query(_ratio("gen_ai_client_inference_duration_seconds"), "chat"),
                    Query(_ratio("gen_ai_execute_tool_duration_seconds"), "execute_tool"))),
         _latency_panel(0.5),
         _latency_panel(0.95),
@@ -136,15 +136,24 @@ OVERVIEW: dict[str, tuple[PromPanel, ...]] = {
                          f"[{RATE}])))", "tool calls"))),
     ),
     "Models": (
-        PromPanel("Tokens by model and type", "Tokens per second from provider usage, by request model and "
-                  "gen_ai.token.type.", "short",
-                  (Query("sum by (gen_ai_request_model, gen_ai_token_type) "
-                         f'(rate(gen_ai_client_token_usage_sum{{gen_ai_request_model=~"$model"}}[{RATE}]))',
-                         "{{gen_ai_request_model}} {{gen_ai_token_type}}"),)),
+        PromPanel("Tokens by model", "Tokens per second from provider usage, by request model: input (cached ones "
+                  "included) and of it what was read from and written to the provider's cache, output and of it "
+                  "reasoning (the gen_ai.client.inference.usage counters).", "short",
+                  tuple(Query(f"sum by (gen_ai_request_model) (rate(gen_ai_client_inference_usage_{kind}_total"
+                              f'{{gen_ai_request_model=~"$model"}}[{RATE}]))', f"{{{{gen_ai_request_model}}}} {label}")
+                        for kind, label in (("input_tokens", "input"), ("cache_read_input_tokens", "cache read"),
+                                            ("cache_write_input_tokens", "cache write"),
+                                            ("output_tokens", "output"),
+                                            ("reasoning_output_tokens", "reasoning")))),
+        PromPanel("Tokens per provider call p95", "p95 of the input and output tokens of one provider attempt, by "
+                  "model (gen_ai.client.inference.operation.input_tokens / .output_tokens).", "short",
+                  tuple(Query(_quantile(0.95, f"gen_ai_client_inference_operation_{kind}_tokens",
+                                        "gen_ai_request_model", '{gen_ai_request_model=~"$model"}'),
+                              f"{kind} {{{{gen_ai_request_model}}}}") for kind in ("input", "output"))),
         PromPanel("Provider calls by model", "Provider attempts per second, by provider and model, failed ones "
                   "by error.type.", "reqps",
                   (Query("sum by (gen_ai_provider_name, gen_ai_request_model, error_type) "
-                         f'(rate(gen_ai_client_operation_duration_seconds_count{{gen_ai_request_model=~"$model"}}[{RATE}]))',
+                         f'(rate(gen_ai_client_inference_duration_seconds_count{{gen_ai_request_model=~"$model"}}[{RATE}]))',
                          "{{gen_ai_provider_name}} {{gen_ai_request_model}} {{error_type}}"),)),
         PromPanel("Provider errors by reason", "Failed provider attempts (api_request_error) by Hermes's reason "
                   "and HTTP status.", "short",
@@ -153,9 +162,9 @@ OVERVIEW: dict[str, tuple[PromPanel, ...]] = {
                          "{{hermes_api_error_reason}} {{http_response_status_code}}"),)),
         PromPanel("Streaming p95: first chunk and per chunk", "Streamed replies only (Hermes streams by default): "
                   "p95 of the time from the request to its first chunk, and between later chunks, by model.", "s",
-                  (Query(_quantile(0.95, "gen_ai_client_operation_time_to_first_chunk_seconds", "gen_ai_request_model",
+                  (Query(_quantile(0.95, "gen_ai_client_inference_time_to_first_chunk_seconds", "gen_ai_request_model",
                                    '{gen_ai_request_model=~"$model"}'), "first chunk {{gen_ai_request_model}}"),
-                   Query(_quantile(0.95, "gen_ai_client_operation_time_per_output_chunk_seconds",
+                   Query(_quantile(0.95, "gen_ai_client_inference_time_per_output_chunk_seconds",
                                    "gen_ai_request_model", '{gen_ai_request_model=~"$model"}'),
                          "per chunk {{gen_ai_request_model}}"))),
     ),
@@ -229,8 +238,8 @@ DRILLDOWN_METRICS: tuple[PromPanel, ...] = (
               (Query(_quantile(0.95, "traces_span_metrics_duration_seconds", "gen_ai_operation_name",
                                '{gen_ai_operation_name!=""}'),
                      "{{gen_ai_operation_name}}", exemplar=True),)),
-    PromPanel("Chat latency p95 by model", "From hermes-otel's own gen_ai.client.operation.duration.", "s",
-              (Query(_quantile(0.95, "gen_ai_client_operation_duration_seconds", "gen_ai_request_model",
+    PromPanel("Chat latency p95 by model", "From hermes-otel's own gen_ai.client.inference.duration.", "s",
+              (Query(_quantile(0.95, "gen_ai_client_inference_duration_seconds", "gen_ai_request_model",
                                '{gen_ai_request_model=~"$model"}'), "{{gen_ai_request_model}}"),)),
 )
 
@@ -277,7 +286,7 @@ def _variables(board, tempo: bool, budget: bool = False):
         gd.DatasourceVariable("datasource").label("Prometheus").type("prometheus")
     ).with_variable(
         gd.QueryVariable("model").label("Request model").datasource(PROM)
-        .query("label_values(gen_ai_client_operation_duration_seconds_count, gen_ai_request_model)")
+        .query("label_values(gen_ai_client_inference_duration_seconds_count, gen_ai_request_model)")
         .include_all(True).all_value(".*").multi(True)
     )
     if tempo:

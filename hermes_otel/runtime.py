@@ -167,7 +167,8 @@ def _replace_tracker(old: Tracker | None, new: telemetry.Telemetry) -> Tracker:
     capture = content.on_spans(new.settings.capture_content) or new.settings.atof_full_payloads
     details = new.logger if content.in_events(new.settings.capture_content) else None
     tracker = Tracker(new.tracer, new.meter, capture_on_spans=capture, details=details, emitter=new.emitter,
-                      costs=CostLedger(new.meter), content_cap=telemetry.content_budget(new.settings) // 2)
+                      costs=CostLedger(new.meter), content_cap=telemetry.content_budget(new.settings) // 2,
+                      v1_41=new.settings.semconv_v1_41)
     if old is not None:
         # Open turns stay on the old tracker's spans; hand them over so the
         # new tracker parents their remaining calls and ends them.

@@ -33,8 +33,9 @@ UNKNOWN = "(unknown)"
 MAIN_PURPOSE = "main"  # the purpose key of the main loop's attempts
 _TOKENS = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
            ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens"),
-           ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"),
+           ("cache_write_tokens", "gen_ai.usage.cache_write.input_tokens"),
            ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"))
+_V1_41 = {"gen_ai.usage.cache_write.input_tokens": "gen_ai.usage.cache_creation.input_tokens"}  # files written before
 _DURATION = re.compile(r"(\d+)\s*([mhdw])")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 NOT_FINITE = "not_finite"  # the reason of an attempt whose recorded amount is infinite or NaN
@@ -195,7 +196,7 @@ def attempts(spans: Iterable[dict]) -> Iterator[Attempt]:
             reason=NOT_FINITE if amount is None and isinstance(recorded, float) else _str(
                 attrs.get(cost.USAGE_COST_REASON)),
             provider=attrs.get(cost.USAGE_COST_SOURCE) == cost.PROVIDER,
-            tokens=tuple(_count(attrs.get(key)) for _, key in _TOKENS),
+            tokens=tuple(_count(attrs.get(key, attrs.get(_V1_41.get(key)))) for _, key in _TOKENS),
             keys={
                 "session": _str(top.get("gen_ai.conversation.id")) or _str(attrs.get("gen_ai.conversation.id"))
                 or UNKNOWN,

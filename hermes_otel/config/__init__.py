@@ -83,6 +83,7 @@ class Settings:
     resource_attributes: Mapping[str, str]
     capture_content: str
     capture_max_chars: int
+    semconv_v1_41: bool
     console: bool
     relay_handoff: bool
     observer_exclude_hooks: frozenset[str]

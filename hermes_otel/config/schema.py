@@ -76,6 +76,15 @@ def exporter_list(value: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip().lower() for item in value.split(",") if item.strip()))
 
 
+# OTEL_SEMCONV_STABILITY_OPT_IN's value that also asks for the GenAI conventions' v1.41.0 names (the contrib's
+# `<domain>/dup` form of a migration); `gen_ai_latest_experimental`, the contrib's value for the latest, is our default.
+GEN_AI_DUP = "gen_ai/dup"
+
+
+def _v1_41_too(value: str) -> bool:
+    return GEN_AI_DUP in exporter_list(value)
+
+
 def _millis_to_s(value: int) -> float:
     return value / 1000.0
 
@@ -112,6 +121,15 @@ FIELDS: tuple[Field, ...] = (
           "by string, then the oldest messages are left out, always valid JSON. `0`: no limit. "
           "`OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT` / `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`, when set, cap it.",
           minimum=0, maximum=2**31, attr="capture_max_chars"),
+    Field("semconv_stability_opt_in", str, "",
+          "Which GenAI conventions' names are emitted, as the OpenTelemetry contrib instrumentations read this "
+          "comma-separated list (its other domains' values are theirs). Unset or `gen_ai_latest_experimental`: the "
+          "latest GenAI conventions (open-telemetry/semantic-conventions-genai), the names our dashboards and "
+          "Collector configs read. `gen_ai/dup`: those and, beside them, the v1.41.0 names they replaced "
+          "(`gen_ai.client.operation.duration` for model calls, `gen_ai.client.token.usage`, "
+          "`gen_ai.client.operation.time_to_first_chunk` and `.time_per_output_chunk`, "
+          "`gen_ai.usage.cache_creation.input_tokens`, the output messages' `finish_reason`), for dashboards built "
+          "on v1.41.0.", env="OTEL_SEMCONV_STABILITY_OPT_IN", attr="semconv_v1_41", convert=_v1_41_too),
     Field("console", bool, False, "Also print spans to stderr (debugging only); the same as adding `console` to "
           "`traces.exporter`.", attr="console"),
     Field("traces.exporter", str, "otlp",

@@ -27,7 +27,7 @@ from .instruments import Instruments
 from .keys import text, tool_key
 from .turns import TOOL_DEFINITIONS, Turn, Turns
 
-_CHAT_METRIC_KEYS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDRESS)
+_CHAT_METRIC_KEYS = (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.SERVER_ADDRESS, sc.SERVER_PORT)
 DENIED = ("deny", "timeout", "smart_deny")
 
 # Request-middleware effects, attached to the span of the call they affected.
@@ -55,9 +55,10 @@ def _held(request: Any) -> Any:
     return held
 
 
-def content_attributes(request: Any, response: Any, cap: int = 4096) -> dict[str, str]:
+def content_attributes(request: Any, response: Any, cap: int = 4096, v1_41: bool = False) -> dict[str, str]:
     """An attempt's content attributes (input, system instructions, tool definitions, output), each valid JSON in
-    the conventions' schema, redacted and capped message by message."""
+    the conventions' schema, redacted and capped message by message. The output messages' `finish_reason`, which
+    the latest conventions deprecate for `gen_ai.response.finish_reasons`, with `v1_41` only."""
     request, omitted = messages.window(request)
     system, inputs = messages.input_messages(request)
     attrs = {INPUT: messages.to_json(inputs, cap=cap, omitted=omitted)}
@@ -65,7 +66,7 @@ def content_attributes(request: Any, response: Any, cap: int = 4096) -> dict[str
         attrs[SYSTEM_INSTRUCTIONS] = messages.to_json(system, cap=cap)
     if tools := messages.tool_definitions(request):
         attrs[TOOL_DEFINITIONS] = messages.to_json(tools, cap=cap)
-    if response is not None and (outputs := messages.output_messages(response)):
+    if response is not None and (outputs := messages.output_messages(response, finish_reason=v1_41)):
         attrs[OUTPUT] = messages.to_json(outputs, cap=cap)
     return attrs
 
@@ -93,9 +94,10 @@ class Chats:
 
     def __init__(self, tracer: trace.Tracer, metrics: Instruments | None, turns: Turns, limit: int,
                  attach_events: AttachEvents, emitter: Any, costs: Any = None, capture: bool = False,
-                 details: Logger | None = None, cap: int = 4096) -> None:
+                 details: Logger | None = None, cap: int = 4096, v1_41: bool = False) -> None:
         self._tracer = tracer
         self._cap = cap
+        self._v1_41 = v1_41
         self._capture = capture  # content on spans: the call's messages in, its message out (redacted, capped)
         self._details = details  # content in events: one inference details event per attempt, through this logger
         self._holds = capture or details is not None  # the request is kept for its content
@@ -148,9 +150,8 @@ class Chats:
         if error is not None:
             call.end_ns = time.time_ns()
             sc.record_error(span, error)
-            labels = {**call.metric_attrs, sc.ERROR_TYPE: type(error).__name__}
             if self._metrics is not None:  # measured now, recorded off the agent's thread; exemplar: the attempt
-                self._emitter.submit(self._metrics.operation_duration.record, duration, labels,
+                self._emitter.submit(self._metrics.inference, duration, {}, call.metric_attrs, type(error).__name__,
                                      trace.set_span_in_context(span))
             if call.turn is not None:
                 call.turn.failure = (type(error).__name__, call.end_ns)
@@ -171,13 +172,16 @@ class Chats:
         attrs = sc.chat_response_attributes(response)
         if streaming.CLOCKS:  # a stream's chunk timing may be waiting for this span (nothing to do otherwise)
             self._stream_timing(call, attrs, context, duration)
-        captured = content_attributes(call.priced[0], response, self._cap) if self._holds and call.priced else None
+        captured = (content_attributes(call.priced[0], response, self._cap, self._v1_41)
+                    if self._holds and call.priced else None)
         if captured and self._capture:  # built here, off the agent's thread
             attrs.update(captured)
         if call.turn is not None:
             call.turn.tally(attrs, call.priced[0] if call.priced is not None else None)
         if self._costs is not None and call.priced is not None:  # the price goes on with the response's attributes
             self._costs.record(span, call.priced[0], call.priced[1], response, attrs)
+        if self._v1_41 and sc.USAGE_CACHE_WRITE in attrs:
+            attrs[sc.USAGE_CACHE_CREATION] = attrs[sc.USAGE_CACHE_WRITE]
         span.set_attributes(attrs)
         span.end(end_time=end_ns)
         if captured and self._details is not None:
@@ -187,10 +191,7 @@ class Chats:
         labels = call.metric_attrs
         if sc.RESPONSE_MODEL in attrs:
             labels = {**labels, sc.RESPONSE_MODEL: attrs[sc.RESPONSE_MODEL]}
-        for token_type, key in (("input", sc.USAGE_INPUT), ("output", sc.USAGE_OUTPUT)):
-            if key in attrs:
-                self._metrics.tokens.record(attrs[key], {**labels, "gen_ai.token.type": token_type}, context)
-        self._metrics.operation_duration.record(duration, labels, context)
+        self._metrics.inference(duration, attrs, labels, None, context)
 
     @staticmethod
     def _emit_details(logger: Logger, span: Span, context: otel_context.Context, end_ns: int,
@@ -218,10 +219,7 @@ class Chats:
         labels = call.metric_attrs
         if sc.RESPONSE_MODEL in attrs:
             labels = {**labels, sc.RESPONSE_MODEL: attrs[sc.RESPONSE_MODEL]}
-        self._metrics.first_chunk.record(first, labels, context)
-        record_gap = self._metrics.chunk_gap.record
-        for gap in list(clock.gaps):  # a copy: a stream Hermes abandoned may still be appending
-            record_gap(gap, labels, context)
+        self._metrics.stream(first, list(clock.gaps), labels, context)  # a copy: an abandoned stream may append
 
     def api_error(self, payload: Mapping[str, Any]) -> None:
         """`api_request_error`: Hermes's account of a failed attempt, on that attempt's span."""

@@ -47,6 +47,7 @@ class Tracker:
         costs: CostLedger | None = None,
         verdicts: bool = True,
         content_cap: int = 4096,
+        v1_41: bool = False,
     ) -> None:
         """Spans are the SDK's, started here on the calling thread. `emitter` (the records thread) takes
         what comes after a call, stamped at the call: its span's end with the attributes its response or
@@ -54,11 +55,13 @@ class Tracker:
         `details`: content in events: each provider attempt's inference details event goes out through it.
         `verdicts`: Hermes's hooks report each tool call's outcome, which its span waits for (False when no
         hooks are registered: the span then ends when the call returns). `content_cap`: captured content's
-        longest string; a content attribute holds at most twice it (telemetry.content_budget)."""
+        longest string; a content attribute holds at most twice it (telemetry.content_budget). `v1_41`: the GenAI
+        conventions' v1.41.0 names too, beside the latest (OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai/dup)."""
         self.capture_on_spans = capture_on_spans
+        self.v1_41 = v1_41
         self.costs = costs  # prices chat attempts and rolls them up per turn, subagent and session
         emitter = emitter if emitter is not None else Inline()
-        metrics = Instruments(meter) if meter is not None else None
+        metrics = Instruments(meter, v1_41) if meter is not None else None
         self.layers = LayerTracer(tracer, meter, emitter.submit_end, streaming.terminal_ended)
         # Request-middleware effects waiting for the span of the call they affected:
         # ("llm_request", api_request_id) / ("tool_request", tool key).
@@ -67,7 +70,7 @@ class Tracker:
         self.turns = Turns(tracer, metrics, max_turns, parent_of=lambda session: self.subagents.span_of(session),
                            emitter=emitter, costs=costs, content_cap=content_cap if capture_on_spans else None)
         self.chats = Chats(tracer, metrics, self.turns, max_turns, self._attach_request_events, emitter, costs,
-                           capture_on_spans, details, content_cap)
+                           capture_on_spans, details, content_cap, v1_41)
         self.tools = Tools(tracer, metrics, self.turns, max_turns, self._attach_request_events, capture_on_spans,
                            emitter, verdicts, content_cap)
         self.approvals = Approvals(tracer, self.turns, self.tools, max_turns)

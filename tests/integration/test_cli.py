@@ -75,7 +75,8 @@ def test_cli_run_with_nothing_configured_writes_files_and_view_shows_it(home):
     assert "resourceSpans" in first
     metrics = [json.loads(line) for line in (otel / "metrics.jsonl").read_text().splitlines()]
     names = {m["name"] for line in metrics for rm in line["resourceMetrics"] for sm in rm["scopeMetrics"] for m in sm["metrics"]}
-    assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage", "gen_ai.execute_tool.duration"} <= names
+    assert {"gen_ai.client.inference.duration", "gen_ai.client.inference.usage.input_tokens",
+            "gen_ai.execute_tool.duration"} <= names
 
     shown = hermes_otel_cli("view", "--ascii", "--width", "120", env=env)
     assert shown.returncode == 0, shown.stderr

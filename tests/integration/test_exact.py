@@ -234,7 +234,7 @@ def test_spans_are_what_the_sdk_makes_inline(host_session):
     # Metric points: exemplars point at spans the tracer made. Their time is the SDK's clock when the
     # measurement reaches it on our records thread: after the call, by that thread's delay.
     points = [p for data in host.metrics.exported for rm in data.resource_metrics for sm in rm.scope_metrics
-              for m in sm.metrics if m.name == "gen_ai.client.operation.duration" for p in m.data.data_points]
+              for m in sm.metrics if m.name == "gen_ai.client.inference.duration" for p in m.data.data_points]
     exemplars = [e for p in points for e in p.exemplars]
     assert exemplars and all(e.span_id in host.ids.issued_spans for e in exemplars)
     chat_ends = {s.context.span_id: s.end_time for s in spans if s.name.startswith("chat")}

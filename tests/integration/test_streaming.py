@@ -37,14 +37,14 @@ def test_a_streamed_reply_has_its_time_to_first_chunk_on_the_span_and_in_the_met
 
     traced.current_telemetry().meter_provider.force_flush(5000)
     metrics = receiver.wait_for_metrics(
-        lambda m: any(x.name == "gen_ai.client.operation.time_to_first_chunk" for x in m), timeout=10)
-    (point,) = _points(metrics, "gen_ai.client.operation.time_to_first_chunk")
+        lambda m: any(x.name == "gen_ai.client.inference.time_to_first_chunk" for x in m), timeout=10)
+    (point,) = _points(metrics, "gen_ai.client.inference.time_to_first_chunk")
     on_spans = sorted(c.attributes["gen_ai.response.time_to_first_chunk"] for c in (first, second))
     assert (point["count"], point["min"], point["max"]) == (2, *on_spans)  # the spans' values, measured once
     assert point["attributes"] == {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "custom",
                                    "gen_ai.request.model": "fake-model", "gen_ai.response.model": "fake-model",
-                                   "server.address": "127.0.0.1"}
-    (gaps,) = _points(metrics, "gen_ai.client.operation.time_per_output_chunk")
+                                   "server.address": "127.0.0.1", "server.port": second.attributes["server.port"]}
+    (gaps,) = _points(metrics, "gen_ai.client.inference.time_per_output_chunk")
     sent = [len(list(fake_llm._chunks({}, r, [(c.id, c) for c in r.tool_calls], {}, True)))
             for r in (Reply.tools(ToolCall("terminal", {"command": "echo hi"}, id="call_S")), reply)]
     assert gaps["count"] == sum(n - 1 for n in sent)  # one per chunk after each reply's first

@@ -143,7 +143,7 @@ def test_anthropic_and_responses_shapes():
         "gen_ai.usage.input_tokens": 10,
         "gen_ai.usage.output_tokens": 2,
         "gen_ai.usage.cache_read.input_tokens": 8,
-        "gen_ai.usage.cache_creation.input_tokens": 1,
+        "gen_ai.usage.cache_write.input_tokens": 1,
     }
     responses = SimpleNamespace(
         id="resp_1",

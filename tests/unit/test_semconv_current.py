@@ -155,12 +155,12 @@ def test_a_streamed_reply_records_time_to_first_chunk_and_per_chunk(env):
     ttfc = chat.attributes["gen_ai.response.time_to_first_chunk"]
     assert isinstance(ttfc, float) and 0 <= ttfc
     got = points(env.reader)
-    (first,) = got["gen_ai.client.operation.time_to_first_chunk"]
+    (first,) = got["gen_ai.client.inference.time_to_first_chunk"]
     assert (first.count, first.sum) == (1, ttfc)
     assert first.explicit_bounds[:3] == (0.01, 0.02, 0.04)
     assert dict(first.attributes) == {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
                                       "gen_ai.request.model": "m", "gen_ai.response.model": "m"}
-    (gaps,) = got["gen_ai.client.operation.time_per_output_chunk"]
+    (gaps,) = got["gen_ai.client.inference.time_per_output_chunk"]
     assert gaps.count == 3 and dict(gaps.attributes) == dict(first.attributes)  # every chunk after the first
     assert not streaming.CLOCKS  # taken
 
@@ -184,7 +184,7 @@ def test_under_middleware_layers_the_stream_is_timed_on_the_attempt(env):
     env.tracker.finish_chat(call, streamed_reply())
     (chat,) = spans_named(env.spans, "chat m")
     assert "gen_ai.response.time_to_first_chunk" in chat.attributes
-    assert points(env.reader)["gen_ai.client.operation.time_per_output_chunk"][0].count == 1
+    assert points(env.reader)["gen_ai.client.inference.time_per_output_chunk"][0].count == 1
 
 
 def test_a_reply_that_did_not_stream_has_no_chunk_timing(env):
@@ -197,8 +197,8 @@ def test_a_reply_that_did_not_stream_has_no_chunk_timing(env):
     assert not streaming.CLOCKS
     assert all("gen_ai.response.time_to_first_chunk" not in s.attributes for s in spans_named(env.spans, "chat m"))
     got = points(env.reader)
-    assert "gen_ai.client.operation.time_to_first_chunk" not in got
-    assert "gen_ai.client.operation.time_per_output_chunk" not in got
+    assert "gen_ai.client.inference.time_to_first_chunk" not in got
+    assert "gen_ai.client.inference.time_per_output_chunk" not in got
 
 
 # -- gen_ai.invoke_agent.* counts --------------------------------------------------------------------------------

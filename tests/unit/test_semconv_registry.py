@@ -1,4 +1,5 @@
-"""Every name we emit in a namespace OpenTelemetry owns is a registered name; ours live under `hermes.`.
+"""Every name we emit in a namespace OpenTelemetry owns is a registered name; ours live under `hermes.`; and each is
+the name of the conventions' release it is emitted for.
 
 Derived, not listed: what we emit comes from `docsgen.catalog` (which the integration tests hold to
 real runs), the registry from the installed `opentelemetry-semantic-conventions` (stable and incubating
@@ -7,7 +8,12 @@ GenAI helper `opentelemetry-util-genai` emits ahead of the registry from its own
 the instruments it creates. A name counts as registered unless the registry marks it superseded
 ("Deprecated: Replaced by ...", "Removed", ...); "Moved to the GenAI conventions repository" is a move.
 The few names the GenAI conventions repository defined after both packages were cut are listed in
-`AHEAD_OF_PACKAGES`, each with where it is defined and its instrument, held to that exactly.
+`AHEAD_OF_PACKAGES`, each with where it is defined and its instrument, held to that exactly: no package on an index
+carries that repository's model (the packages' GenAI names are v1.41.0's, "Moved"), so its latest names are typed
+here from its model files, and the names the latest replaced from its migration guide (`REPLACED_BY_LATEST`).
+
+By default we emit the latest GenAI conventions' names; `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai/dup` adds the v1.41.0
+names the latest replaced (`catalog.V1_41_*`), each of which must be a name of the packages' (v1.41.0's) model.
 """
 
 from __future__ import annotations
@@ -51,9 +57,36 @@ class Instrument:
 # that opentelemetry-semantic-conventions 0.66b2 carries and not yet created by opentelemetry-util-genai 1.3b0.
 # A name leaves this list once the installed packages know it (the test below says when).
 _CALL_COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
-AHEAD_OF_PACKAGES: dict[str, Instrument] = {
+_SECONDS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+_TOKENS = tuple(4**i for i in range(14))
+_COUNTER = Instrument("counter", "{token}")
+AHEAD_OF_PACKAGES: dict[str, Instrument | None] = {  # None: an attribute
     "gen_ai.invoke_agent.inference_calls": Instrument("histogram", "{inference_call}", _CALL_COUNT_BUCKETS),
     "gen_ai.invoke_agent.tool_calls": Instrument("histogram", "{tool_call}", _CALL_COUNT_BUCKETS),
+    # model/gen-ai/metrics.yaml (pull request 521): inference's own duration and streaming metrics.
+    "gen_ai.client.inference.duration": Instrument("histogram", "s", _SECONDS),
+    "gen_ai.client.inference.time_to_first_chunk": Instrument("histogram", "s", _SECONDS),
+    "gen_ai.client.inference.time_per_output_chunk": Instrument("histogram", "s", _SECONDS),
+    # model/gen-ai/token-metrics.yaml (pull request 374): usage counters with gen_ai.token.modality (required),
+    # per-operation token histograms.
+    "gen_ai.client.inference.usage.input_tokens": _COUNTER,
+    "gen_ai.client.inference.usage.output_tokens": _COUNTER,
+    "gen_ai.client.inference.usage.cache_read.input_tokens": _COUNTER,
+    "gen_ai.client.inference.usage.cache_write.input_tokens": _COUNTER,
+    "gen_ai.client.inference.usage.reasoning.output_tokens": _COUNTER,
+    "gen_ai.client.inference.operation.input_tokens": Instrument("histogram", "{token}", _TOKENS),
+    "gen_ai.client.inference.operation.output_tokens": Instrument("histogram", "{token}", _TOKENS),
+    "gen_ai.token.modality": None,
+}
+# The migration guide (docs/gen-ai/non-normative/migration.md, v1.41.0 -> latest): what the latest replaced or
+# removed among the names we would emit -> what replaces it.
+REPLACED_BY_LATEST: dict[str, str] = {
+    "gen_ai.client.operation.duration": "gen_ai.client.inference.duration",  # for inference (#521)
+    "gen_ai.client.operation.time_to_first_chunk": "gen_ai.client.inference.time_to_first_chunk",  # #521
+    "gen_ai.client.operation.time_per_output_chunk": "gen_ai.client.inference.time_per_output_chunk",  # #521
+    "gen_ai.client.token.usage": "gen_ai.client.inference.usage.input_tokens",  # and the others of #374
+    "gen_ai.token.type": "gen_ai.token.modality",  # #374
+    "gen_ai.usage.cache_creation.input_tokens": "gen_ai.usage.cache_write.input_tokens",  # #440
 }
 
 
@@ -163,18 +196,20 @@ class Emitted:
     metrics: dict[str, Instrument]
 
 
-def emitted(cat: Any = catalog) -> Emitted:
-    """Every attribute, event and metric name the catalog says we emit (spans, events, logs, metrics, resource)."""
-    attributes = set(cat.ATTRIBUTES) | set(cat.RESOURCE)
+def emitted(cat: Any = catalog, v1_41: bool = True) -> Emitted:
+    """Every attribute, event and metric name the catalog says we emit (spans, events, logs, metrics, resource); with
+    `v1_41`, under `gen_ai/dup` too."""
+    attributes = set(cat.ATTRIBUTES) | set(cat.RESOURCE) | (set(cat.V1_41_ATTRIBUTES) if v1_41 else set())
     for span in (*cat.SPANS, *cat.MIDDLEWARE_SPANS):
         attributes.update(span.attributes)
     for _, attrs in cat.EVENTS.values():
         attributes.update(attrs)
-    for metric in cat.METRICS:
+    all_metrics = (*cat.METRICS, *(cat.V1_41_METRICS if v1_41 else ()))
+    for metric in all_metrics:
         attributes.update(metric.attributes)
     attributes.update({bridge.HOOK_ATTR, bridge.SCHEMA_ATTR, *(f"hermes.{key}" for key in bridge.STRING_KEYS)})
     events = set(cat.EVENTS) | {f"hermes.observer.{hook}" for hook in bridge.KNOWN_HOOKS}  # log records' event names
-    metrics = {m.name: Instrument(m.instrument, m.unit, tuple(m.buckets)) for m in cat.METRICS}
+    metrics = {m.name: Instrument(m.instrument, m.unit, tuple(m.buckets)) for m in all_metrics}
     return Emitted(frozenset(attributes), frozenset(events), metrics)
 
 
@@ -221,6 +256,24 @@ def test_every_name_we_emit_in_an_opentelemetry_namespace_is_registered(registry
     assert violations(emitted(), registry, genai, sdk_event_names()) == []
 
 
+def test_by_default_the_latest_names_and_under_dup_the_v1_41_names_they_replaced(registry, genai) -> None:
+    latest, both = emitted(v1_41=False), emitted()
+    default = latest.attributes | set(latest.metrics)
+    added = (both.attributes | set(both.metrics)) - default
+    assert default & set(REPLACED_BY_LATEST) == set()  # nothing the latest replaced, by default
+    assert added == set(REPLACED_BY_LATEST)  # gen_ai/dup: exactly those
+    assert {REPLACED_BY_LATEST[name] for name in added} <= default  # each beside what replaced it
+    # Each v1.41.0 name is its release's: the packages' GenAI model is v1.41.0's (moved, not superseded).
+    for name in added:
+        assert (name in registry.names and not registry.superseded(name)) or name in registry.metrics, name
+        if name in registry.metrics:
+            registered, ours = registry.metrics[name], both.metrics[name]
+            assert (registered.kind, registered.unit) == (ours.kind, ours.unit), name
+    # And every latest name that the packages do not know is the GenAI repository's, as its model defines it.
+    assert {n for n in default if n.startswith("gen_ai.") and n not in registry.names and n not in registry.metrics
+            and n not in genai.names} == {n for n in AHEAD_OF_PACKAGES if n in default}
+
+
 def test_names_ahead_of_the_packages_are_still_ahead(registry, genai) -> None:
     """Once the installed registry or util-genai knows one of them, it is checked there: take it off the list."""
     assert [n for n in AHEAD_OF_PACKAGES if n in registry.names or n in registry.metrics or n in genai.names] == []
@@ -249,6 +302,8 @@ class _Catalog:
     MIDDLEWARE_SPANS: tuple
     EVENTS: dict
     METRICS: tuple
+    V1_41_METRICS: tuple
+    V1_41_ATTRIBUTES: dict
 
 
 def _catalog_with(**changes: Any) -> _Catalog:
@@ -279,15 +334,16 @@ def test_a_made_up_name_fails_the_guard(registry, genai) -> None:
 def test_a_metric_unlike_the_registry_or_util_genai_fails_the_guard(registry, genai) -> None:
     sdk = sdk_event_names()
     metrics = tuple(
-        catalog.MetricDoc(m.name, m.instrument, "ms", m.description, m.attributes, m.buckets)
-        if m.name == "gen_ai.client.operation.duration"
-        else catalog.MetricDoc(m.name, m.instrument, m.unit, m.description, m.attributes, m.buckets[:-1])
-        if m.name == "gen_ai.execute_tool.duration"
+        catalog.MetricDoc(m.name, m.instrument, m.unit, m.description, m.attributes, m.buckets[:-1])
+        if m.name in ("gen_ai.execute_tool.duration", "gen_ai.client.inference.duration")
         else m
         for m in catalog.METRICS
     )
-    problems = violations(emitted(_catalog_with(METRICS=metrics)), registry, genai, sdk)
+    v1_41 = tuple(catalog.MetricDoc(m.name, m.instrument, "ms", m.description, m.attributes, m.buckets)
+                  if m.name == "gen_ai.client.operation.duration" else m for m in catalog.V1_41_METRICS)
+    problems = violations(emitted(_catalog_with(METRICS=metrics, V1_41_METRICS=v1_41)), registry, genai, sdk)
     assert [p.split(":")[0] for p in problems] == [
+        "metric gen_ai.client.inference.duration",  # buckets vs the GenAI conventions' model
         "metric gen_ai.client.operation.duration",  # unit vs the registry
         "metric gen_ai.client.operation.duration",  # unit vs util-genai
         "metric gen_ai.execute_tool.duration",  # buckets vs util-genai

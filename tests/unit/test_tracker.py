@@ -83,8 +83,14 @@ def test_turn_with_retry_and_late_tool_outcome(env):
         for m in sm.metrics
     }
     assert set(metrics) == {
-        "gen_ai.client.operation.duration",
-        "gen_ai.client.token.usage",
+        "gen_ai.client.inference.duration",
+        "gen_ai.client.inference.operation.input_tokens",
+        "gen_ai.client.inference.operation.output_tokens",
+        "gen_ai.client.inference.usage.input_tokens",
+        "gen_ai.client.inference.usage.output_tokens",
+        "gen_ai.client.inference.usage.cache_read.input_tokens",
+        "gen_ai.client.inference.usage.cache_write.input_tokens",
+        "gen_ai.client.inference.usage.reasoning.output_tokens",
         "gen_ai.execute_tool.duration",
         "gen_ai.invoke_agent.duration",
         "gen_ai.invoke_agent.inference_calls",
@@ -92,9 +98,18 @@ def test_turn_with_retry_and_late_tool_outcome(env):
     }  # no chunk timing: nothing streamed
     assert [(p.sum, p.count) for p in metrics["gen_ai.invoke_agent.inference_calls"].data.data_points] == [(2, 1)]
     assert [(p.sum, p.count) for p in metrics["gen_ai.invoke_agent.tool_calls"].data.data_points] == [(1, 1)]
-    tokens = {dict(p.attributes)["gen_ai.token.type"]: p.sum for p in metrics["gen_ai.client.token.usage"].data.data_points}
-    assert tokens == {"input": 5, "output": 2}
-    durations = metrics["gen_ai.client.operation.duration"].data.data_points
+    # Each attempt records its tokens, the failed one 0 (with its error.type on the per-attempt histograms).
+    inputs = metrics["gen_ai.client.inference.operation.input_tokens"].data.data_points
+    assert sorted((p.sum, dict(p.attributes).get("error.type", "")) for p in inputs) == [(0, "Boom"), (5, "")]
+    # The counters too: a series per label set (the failed attempt has no response model), modality unknown.
+    counted = {m: sorted((p.value, dict(p.attributes)["gen_ai.token.modality"]) for p in metrics[m].data.data_points)
+               for m in metrics if ".usage." in m}
+    assert counted == {"gen_ai.client.inference.usage.input_tokens": [(0, "unknown"), (5, "unknown")],
+                       "gen_ai.client.inference.usage.output_tokens": [(0, "unknown"), (2, "unknown")],
+                       "gen_ai.client.inference.usage.cache_read.input_tokens": [(0, "unknown"), (0, "unknown")],
+                       "gen_ai.client.inference.usage.cache_write.input_tokens": [(0, "unknown"), (0, "unknown")],
+                       "gen_ai.client.inference.usage.reasoning.output_tokens": [(0, "unknown"), (0, "unknown")]}
+    durations = metrics["gen_ai.client.inference.duration"].data.data_points
     assert sorted(dict(p.attributes).get("error.type", "") for p in durations) == ["", "Boom"]
     assert list(durations)[0].explicit_bounds[:3] == (0.01, 0.02, 0.04)
 
@@ -339,7 +354,7 @@ def test_a_chat_span_under_capture_carries_the_conversation_in_the_conventions_s
     assert json.loads(chat.attributes["gen_ai.tool.definitions"]) == [
         {"type": "function", "name": "terminal", "description": "Run a command", "parameters": {"type": "object"}}]
     assert json.loads(chat.attributes["gen_ai.output.messages"]) == [
-        {"role": "assistant", "finish_reason": "tool_call",
+        {"role": "assistant",  # no finish_reason: deprecated (gen_ai.response.finish_reasons says it)
          "parts": [{"type": "tool_call", "id": "call_1", "name": "terminal", "arguments": {"command": "ls"}}]}]
     provider.shutdown()
 
@@ -381,8 +396,7 @@ def test_each_attempt_has_one_inference_details_event_with_its_span_context_and_
         "chat", "Boom", user)
     assert "gen_ai.output.messages" not in failed
     assert (ok["gen_ai.request.model"], ok["gen_ai.response.id"], ok["gen_ai.input.messages"]) == ("m", "r1", user)
-    assert ok["gen_ai.output.messages"] == (
-        {"role": "assistant", "parts": ({"type": "text", "content": "hello"},), "finish_reason": "stop"},)
+    assert ok["gen_ai.output.messages"] == ({"role": "assistant", "parts": ({"type": "text", "content": "hello"},)},)
     provider.shutdown()
     logs.shutdown()
 

@@ -197,8 +197,8 @@ def test_a_streamed_replys_time_to_first_chunk_comes_from_the_stream_hooks(trace
 
     traced.current_telemetry().meter_provider.force_flush(5000)
     metrics = receiver.wait_for_metrics(
-        lambda m: any(x.name == "gen_ai.client.operation.time_to_first_chunk" for x in m), timeout=10)
-    (point,) = [m for m in metrics if m.name == "gen_ai.client.operation.time_to_first_chunk"][-1].points
+        lambda m: any(x.name == "gen_ai.client.inference.time_to_first_chunk" for x in m), timeout=10)
+    (point,) = [m for m in metrics if m.name == "gen_ai.client.inference.time_to_first_chunk"][-1].points
     assert (point["count"], point["min"]) == (1, ttfc)
-    (gaps,) = [m for m in metrics if m.name == "gen_ai.client.operation.time_per_output_chunk"][-1].points
+    (gaps,) = [m for m in metrics if m.name == "gen_ai.client.inference.time_per_output_chunk"][-1].points
     assert gaps["count"] == len(fake_llm._split(reply.content, 3)) - 1  # one per text delta after the first
