@@ -67,6 +67,7 @@ class Usage:
     prompt_tokens: int = 11
     completion_tokens: int = 7
     cached_tokens: int = 0
+    cache_write_tokens: int | None = None  # written to the provider's cache, as OpenRouter reports it
     reasoning_tokens: int = 0
     cost: float | None = None  # what the call cost, as OpenRouter reports it with usage accounting on (USD)
 
@@ -75,7 +76,8 @@ class Usage:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens, **(
+                {"cache_write_tokens": self.cache_write_tokens} if self.cache_write_tokens is not None else {})},
             "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
             **({"cost": self.cost} if self.cost is not None else {}),
         }

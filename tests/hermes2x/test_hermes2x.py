@@ -394,3 +394,14 @@ def test_the_tab_answers_each_profile_with_its_own_turns(tmp_path: Path) -> None
                           text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == recorded
+
+
+def test_the_latest_genai_names_by_default_and_v1_41_s_under_gen_ai_dup(tmp_path: Path) -> None:
+    from docsgen import catalog
+    from tests.harness.semconv_run import LATEST_METRICS, check_chats, run_chat
+
+    latest, latest_chats = run_chat(tmp_path / "latest")
+    both, dup_chats = run_chat(tmp_path / "dup", OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai/dup")
+    assert latest == LATEST_METRICS
+    assert both - latest == {m.name for m in catalog.V1_41_METRICS}
+    check_chats(latest_chats, dup_chats)
