@@ -124,8 +124,10 @@ FIELDS: tuple[Field, ...] = (
     Field("semconv_stability_opt_in", str, "",
           "Which GenAI conventions' names are emitted, as the OpenTelemetry contrib instrumentations read this "
           "comma-separated list (its other domains' values are theirs). Unset or `gen_ai_latest_experimental`: the "
-          "latest GenAI conventions (open-telemetry/semantic-conventions-genai), the names our dashboards and "
-          "Collector configs read. `gen_ai/dup`: those and, beside them, the v1.41.0 names they replaced "
+          "latest GenAI conventions (open-telemetry/semantic-conventions-genai): the default, because the "
+          "dashboards shipped here read them and the conventions have replaced v1.41.0's model-call and token "
+          "metrics (the contrib instrumentations default to older names only until their users opt in). "
+          "`gen_ai/dup`: those and, beside them, the v1.41.0 names they replaced "
           "(`gen_ai.client.operation.duration` for model calls, `gen_ai.client.token.usage`, "
           "`gen_ai.client.operation.time_to_first_chunk` and `.time_per_output_chunk`, "
           "`gen_ai.usage.cache_creation.input_tokens`, the output messages' `finish_reason`), for dashboards built "
