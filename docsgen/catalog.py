@@ -63,9 +63,11 @@ ATTRIBUTES: dict[str, str] = {
     sc.REQUEST_CHOICE_COUNT: "`n`, when set.",
     sc.REQUEST_STREAM: "Whether the response was streamed (from the request, or Hermes's streamed response object).",
     sc.RESPONSE_MODEL: "Model named in the provider's response.",
-    sc.RESPONSE_ID: "The provider's response id (non-streamed responses; Hermes's streamed responses carry an id of "
-                    "its own, exported as `hermes.response.id`).",
-    sc.HERMES_RESPONSE_ID: "The id Hermes gave a streamed response (`stream-<uuid>`); not the provider's.",
+    sc.RESPONSE_ID: "The provider's response id: of a non-streamed response, and of a streamed one on Hermes 0.21+ "
+                    "(which keeps its chunks' id). Hermes 0.16-0.20 drop a stream's id and give the reply one of their "
+                    "own, exported as `hermes.response.id`.",
+    sc.HERMES_RESPONSE_ID: "The id Hermes gave a streamed response (`stream-<uuid>`) where it kept no provider id; "
+                           "not the provider's.",
     sc.RESPONSE_STUB: "`partial_stream` when the stream broke off and Hermes stood in a stub response (its finish "
                       "reason is Hermes's, so `gen_ai.response.finish_reasons` is left out).",
     sc.RESPONSE_FINISH_REASONS: "Finish reason of each choice (or stop reason / status for other APIs), as the "
@@ -205,8 +207,8 @@ CONVENTIONS: dict[str, tuple[tuple[str, str, str], ...]] = {
             sc.REQUEST_FREQUENCY_PENALTY, sc.REQUEST_MAX_TOKENS, sc.REQUEST_PRESENCE_PENALTY, sc.REQUEST_STOP,
             sc.REQUEST_TEMPERATURE, sc.REQUEST_TOP_K, sc.REQUEST_TOP_P)),
         (sc.RESPONSE_FINISH_REASONS, "Recommended", "set from the reply"),
-        (sc.RESPONSE_ID, "Recommended", "set from the reply (Hermes's own id of a streamed reply is "
-         "`hermes.response.id`)"),
+        (sc.RESPONSE_ID, "Recommended", "set from the reply (a streamed reply's on Hermes 0.21+; before, Hermes's own "
+         "id of it is `hermes.response.id`)"),
         (sc.RESPONSE_MODEL, "Recommended", "set from the reply"),
         (sc.RESPONSE_TIME_TO_FIRST_CHUNK, "Recommended", "set for a streamed reply"),
         *((name, "Recommended", "set when the reply reports it") for name in (

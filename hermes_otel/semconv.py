@@ -328,14 +328,16 @@ def chat_response_attributes(response: Any) -> dict[str, Any]:
     if made_by_hermes:
         # Hermes decides to stream inside the call (the request kwargs do not say); its streaming path
         # alone returns a SimpleNamespace, assembled from the chunks: the model and usage are the
-        # provider's, the id is Hermes's own ("stream-<uuid>"), and a stream that broke off is a stub
-        # whose finish reason Hermes chose. Only the provider's values go under gen_ai.* names.
+        # provider's, and a stream that broke off is a stub whose finish reason Hermes chose. The id is
+        # the provider's chunks' on 0.20+ when they carry one; else (and always on 0.16-0.19, which drop
+        # it) Hermes's own "stream-<uuid>". Only the provider's values go under gen_ai.* names.
         attrs[REQUEST_STREAM] = True
-        if isinstance(rid, str) and rid:
-            attrs[HERMES_RESPONSE_ID] = rid
         stub = hermes_compat.partial_stream_stub_id()
         if stub is not None and rid == stub:
             attrs[RESPONSE_STUB] = "partial_stream"
+        if isinstance(rid, str) and rid:
+            ours = rid.startswith("stream-") or RESPONSE_STUB in attrs
+            attrs[HERMES_RESPONSE_ID if ours else RESPONSE_ID] = rid
     elif isinstance(rid, str) and rid:
         attrs[RESPONSE_ID] = rid
     model = get("model")

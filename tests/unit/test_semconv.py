@@ -95,6 +95,16 @@ def test_streaming_namespace_response():
     }
 
 
+def test_a_stream_hermes_0_2x_assembled_keeps_the_provider_s_id():
+    """0.20+ name the assembled reply after the provider's chunks when they carry an id: that is the provider's."""
+    response = SimpleNamespace(id="chatcmpl-9xYz", model="m", usage=None,
+                               choices=[SimpleNamespace(index=0, message=None, finish_reason="stop")])
+    assert sc.chat_response_attributes(response) == {
+        "gen_ai.request.stream": True, "gen_ai.response.id": "chatcmpl-9xYz", "gen_ai.response.model": "m",
+        "gen_ai.response.finish_reasons": ("stop",),
+    }
+
+
 def test_a_broken_off_streams_stub_carries_no_made_up_finish_reason():
     from agent.chat_completion_helpers import PARTIAL_STREAM_STUB_ID
 

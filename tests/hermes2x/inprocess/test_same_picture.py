@@ -187,6 +187,13 @@ def test_a_streamed_replys_time_to_first_chunk_comes_from_the_stream_hooks(trace
     spans = _turn(receiver, traced)
     first, second = named(spans, "chat fake-model")
     assert all(chat.attributes["gen_ai.request.stream"] is True for chat in (first, second))
+    # 0.21+ keep the provider's chunk id on the reply they assemble: the provider's response id (0.20 makes its own).
+    for chat in (first, second):
+        if RELEASE >= (0, 21):
+            assert chat.attributes["gen_ai.response.id"].startswith("chatcmpl-fake-"), chat.attributes
+            assert "hermes.response.id" not in chat.attributes
+        else:
+            assert chat.attributes["hermes.response.id"].startswith("stream-") and "gen_ai.response.id" not in chat.attributes
     assert "gen_ai.response.time_to_first_chunk" not in first.attributes
     if RELEASE == (0, 20):  # its stream hooks run without the caller's context: not timed, and doctor says so
         assert "gen_ai.response.time_to_first_chunk" not in second.attributes
