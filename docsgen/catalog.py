@@ -452,9 +452,10 @@ METRICS: tuple[MetricDoc, ...] = (
     ),
     MetricDoc(
         cost.COST_METRIC, "counter", cost.COST_UNIT,
-        "Estimated cost in USD of provider attempts (those Hermes could price), with an exemplar pointing at the "
-        "attempt's span.",
-        (sc.PROVIDER, sc.REQUEST_MODEL, sc.PLATFORM, cost.PROFILE, sc.SUBAGENT_ROLE),
+        "Cost in USD of provider attempts: the provider's own figure where its response reported one, else Hermes's "
+        "estimate (those it could price); `hermes.usage.cost_source` tells them apart (`provider`, or Hermes's "
+        "price source). With an exemplar pointing at the attempt's span.",
+        (sc.PROVIDER, sc.REQUEST_MODEL, sc.PLATFORM, cost.PROFILE, sc.SUBAGENT_ROLE, cost.USAGE_COST_SOURCE),
     ),
     MetricDoc(
         "hermes.otel.spool.size", "gauge", "By",

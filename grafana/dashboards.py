@@ -88,10 +88,15 @@ COST = "hermes_usage_cost_total"
 _MONTH_ELAPSED = "(((day_of_month() - 1) * 86400 + time() % 86400) / (days_in_month() * 86400))"
 
 COST_PANELS: tuple[PromPanel, ...] = (
-    PromPanel("Cost per day by model", "Estimated USD per day (Hermes's own pricing of every provider attempt), by "
+    PromPanel("Cost per day by model", "USD per day (the provider's figure, else Hermes's estimate), by "
               "the model Hermes priced.", "currencyUSD",
               (Query(f'sum by (gen_ai_request_model) (increase({COST}{{gen_ai_request_model=~"$model"}}[1d]))',
                      "{{gen_ai_request_model}}"),), interval="1d"),
+    PromPanel("Cost per day: the provider's figure and the estimate", "USD per day that providers reported in their "
+              "responses (hermes.usage.cost_source `provider`, e.g. OpenRouter's usage.cost) and that Hermes's pricing "
+              "estimated (its price sources).", "currencyUSD",
+              (Query(f"sum by (hermes_usage_cost_source) (increase({COST}[1d]))", "{{hermes_usage_cost_source}}"),),
+              interval="1d"),
     PromPanel("Cost per day by profile", "Estimated USD per day by Hermes profile.", "currencyUSD",
               (Query(f"sum by (hermes_profile) (increase({COST}[1d]))", "{{hermes_profile}}"),), interval="1d"),
     PromPanel("Burn rate", "Estimated USD per hour, against the hourly pace that spends the monthly $budget "

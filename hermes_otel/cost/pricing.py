@@ -330,7 +330,7 @@ class CostLedger:
                     self._total(self._turns, link.parent_turn).add(price)
                 session = link.parent_session
         if self._counter is not None and price.amount is not None:
-            labels = {sc.PROVIDER: sc.provider_name(provider, base_url)}
+            labels = {sc.PROVIDER: sc.provider_name(provider, base_url), USAGE_COST_SOURCE: price.source}
             for key, value in ((sc.REQUEST_MODEL, model), (sc.PLATFORM, _scalar(context.get("platform"))),
                                (PROFILE, self.profile), (sc.SUBAGENT_ROLE, role)):
                 if value:

@@ -178,7 +178,8 @@ def test_priced_turn_rolls_up_retries_parallel_tools_and_a_subagent(priced, trac
     assert set(by_role) == {None, "leaf"}
     assert by_role[None]["value"] == pytest.approx(float(total - usd(FINAL)), abs=1e-15)
     assert by_role["leaf"]["value"] == pytest.approx(float(usd(FINAL)), abs=1e-15)
-    labels = {"gen_ai.provider.name": "custom", "gen_ai.request.model": "fake-model", "hermes.profile": "default"}
+    labels = {"gen_ai.provider.name": "custom", "gen_ai.request.model": "fake-model", "hermes.profile": "default",
+              "hermes.usage.cost_source": "provider_models_api"}  # Hermes's estimate, from its price source
     assert by_role[None]["attributes"] == {**labels, "hermes.platform": "cli"}
     # Hermes runs a child with platform `subagent`.
     assert by_role["leaf"]["attributes"] == {**labels, "hermes.platform": "subagent", "hermes.subagent.role": "leaf"}
@@ -257,6 +258,7 @@ def test_the_providers_own_cost_comes_first(traced, llm, receiver):
     assert (end.attributes["hermes.session.cost"], end.attributes["hermes.session.provider_cost"],
             end.attributes["hermes.session.cost_status"]) == (total, total, "actual")
     assert sum(p["value"] for p in cost_points(metrics)) == pytest.approx(total, abs=1e-12)
+    assert {p["attributes"]["hermes.usage.cost_source"] for p in cost_points(metrics)} == {"provider"}  # the split
     result = cost_report.report(runtime.current_telemetry().settings.file_directory, by="turn")
     (row,) = [r for r in result.rows if r.key == root.attributes["hermes.turn.id"]]  # (the home's other turns too)
     assert (float(row.amount), float(row.provider_amount), row.status) == (total, total, "actual")

@@ -314,9 +314,9 @@ def test_counter_dimensions_and_exemplars(ledger_env):
     child, _ = attempt(env, "b", "child", "child:t:1", platform="telegram")
     got = {tuple(sorted(p.attributes.items())): p for p in points(env.reader)}
     main = (("gen_ai.provider.name", "custom"), ("gen_ai.request.model", "a"), ("hermes.platform", "cli"),
-            ("hermes.profile", "work"))
+            ("hermes.profile", "work"), ("hermes.usage.cost_source", "official_docs_snapshot"))
     leaf = (("gen_ai.provider.name", "custom"), ("gen_ai.request.model", "b"), ("hermes.platform", "telegram"),
-            ("hermes.profile", "work"), ("hermes.subagent.role", "leaf"))
+            ("hermes.profile", "work"), ("hermes.subagent.role", "leaf"), ("hermes.usage.cost_source", "provider_models_api"))
     assert set(got) == {main, leaf}
     assert got[main].value == 0.25 and got[leaf].value == 0.125
     assert [e.span_id for e in got[main].exemplars] == [first.get_span_context().span_id]

@@ -118,6 +118,7 @@ def test_cost_row_and_budget_variable():
     cost = {p["title"]: p for p in dq.panels(board) if p["type"] != "row" and "cost" in p["title"].lower() or "budget" in p["title"].lower()
             or "burn" in p["title"].lower()}
     assert set(cost) == {"Cost per day by model", "Cost per day by profile", "Burn rate",
+                         "Cost per day: the provider's figure and the estimate",
                          "Month to date against budget", "Top sessions by cost"}
     assert cost["Cost per day by model"]["interval"] == cost["Cost per day by profile"]["interval"] == "1d"
     assert cost["Month to date against budget"]["timeFrom"] == "now/M"
