@@ -395,10 +395,12 @@ METRICS: tuple[MetricDoc, ...] = (
     _histogram("input_tokens", "Input tokens of each provider attempt (0 when its provider reported none, and for "
                "a failed attempt).", _CALL_METRIC_ATTRS),
     _histogram("output_tokens", "Output tokens of each provider attempt (0 as above).", _CALL_METRIC_ATTRS),
-    *(MetricDoc(name, "counter", "{token}", f"{description}: every provider attempt adds its count (0 when its "
-                f"provider reported none, and for a failed attempt), its `{instruments.MODALITY}` `unknown` (Hermes "
-                "reports totals, not modalities).", (*_CALL_METRIC_ATTRS[:-1], instruments.MODALITY))
-      for name, description in instruments.USAGE_COUNTERS.values()),
+    *(MetricDoc(name, "counter", "{token}", f"{description}: " + (
+        "every provider attempt adds its count (0 when its provider reported none, and for a failed attempt)"
+        if key in instruments.ALWAYS_COUNTED else "each provider attempt whose provider reported it adds its count")
+        + f"; `{instruments.MODALITY}` is `unknown` (Hermes reports totals, not modalities).",
+        (*_CALL_METRIC_ATTRS[:-1], instruments.MODALITY))
+      for key, (name, description) in instruments.USAGE_COUNTERS.items()),
     _histogram("tool_duration", "Duration of each tool call.", (sc.OPERATION, sc.TOOL_NAME, sc.ERROR_TYPE)),
     _histogram("first_chunk", _FIRST_CHUNK, _CALL_METRIC_ATTRS[:-1]),
     _histogram("chunk_gap", _CHUNK_GAP, _CALL_METRIC_ATTRS[:-1]),

@@ -38,8 +38,11 @@ HISTOGRAMS: dict[str, tuple[str, str, str, Any]] = {
     "tool_calls": ("gen_ai.invoke_agent.tool_calls", "{tool_call}", "Tool calls an agent turn made",
                    CALL_COUNT_BUCKETS),
 }
-# The usage counters, by the span attribute each counts: every attempt adds to each (0 for what its provider did not
-# report, a failed attempt too), under `gen_ai.token.modality` "unknown" (Hermes reports totals, not modalities).
+# The usage counters, by the span attribute each counts, under `gen_ai.token.modality` "unknown" (Hermes reports
+# totals, not modalities). Every attempt adds its input and output tokens (0 when its provider reported none, or
+# it failed: the conventions count every inference operation); the cache and reasoning counts when its provider
+# reported them (a count not reported is not known to be 0).
+ALWAYS_COUNTED = (sc.USAGE_INPUT, sc.USAGE_OUTPUT)
 USAGE_COUNTERS: dict[str, tuple[str, str]] = {
     sc.USAGE_INPUT: ("gen_ai.client.inference.usage.input_tokens", "Input tokens, cached ones included"),
     sc.USAGE_OUTPUT: ("gen_ai.client.inference.usage.output_tokens", "Output tokens, reasoning ones included"),
@@ -89,15 +92,17 @@ class Instruments:
 
     def inference(self, duration: float, usage: Mapping[str, Any], labels: Mapping[str, Any],
                   error_type: str | None, context: Context | None) -> None:
-        """One provider attempt: its duration and tokens. A failed one records too (its tokens 0), as the
-        conventions ask, with `error.type` where they have it (the duration and the per-attempt histograms)."""
+        """One provider attempt: its duration and tokens. A failed one records too (its input and output tokens 0),
+        as the conventions ask, with `error.type` where they have it (the duration and the per-attempt
+        histograms)."""
         errored = labels if error_type is None else {**labels, sc.ERROR_TYPE: error_type}
         self.inference_duration.record(duration, errored, context)
         self.input_tokens.record(usage.get(sc.USAGE_INPUT, 0), errored, context)
         self.output_tokens.record(usage.get(sc.USAGE_OUTPUT, 0), errored, context)
         counted = {**labels, MODALITY: "unknown"}
         for key, counter in self._usage:
-            counter.add(usage.get(key, 0), counted, context)
+            if key in usage or key in ALWAYS_COUNTED:
+                counter.add(usage.get(key, 0), counted, context)
         if self.v1_41:
             self.operation_duration.record(duration, errored, context)
             for token_type, key in (("input", sc.USAGE_INPUT), ("output", sc.USAGE_OUTPUT)):

@@ -53,7 +53,7 @@ def run_one_call(v1_41: bool):
         message = SimpleNamespace(role="assistant", content="ok", tool_calls=None, reasoning_content=None)
         tracker.finish_chat(call, SimpleNamespace(
             id="chatcmpl-1", model="m", choices=[SimpleNamespace(index=0, message=message, finish_reason="stop")],
-            usage={"prompt_tokens": 30, "completion_tokens": 4,
+            usage={"prompt_tokens": 30, "completion_tokens": 4, "completion_tokens_details": {"reasoning_tokens": 2},
                    "prompt_tokens_details": {"cached_tokens": 20, "cache_write_tokens": 6}}))
         tracker.end_turn(TURN, {"completed": True})
         spans = {s.name: s for s in exporter.get_finished_spans()}
@@ -78,7 +78,7 @@ def test_by_default_the_latest_names_only():
                         "gen_ai.client.inference.usage.output_tokens": [(4, counted)],
                         "gen_ai.client.inference.usage.cache_read.input_tokens": [(20, counted)],
                         "gen_ai.client.inference.usage.cache_write.input_tokens": [(6, counted)],
-                        "gen_ai.client.inference.usage.reasoning.output_tokens": [(0, counted)]}
+                        "gen_ai.client.inference.usage.reasoning.output_tokens": [(2, counted)]}
     assert [(p.sum, dict(p.attributes)) for p in points["gen_ai.client.inference.operation.input_tokens"]] == [
         (30, LABELS)]
     assert [(p.sum, dict(p.attributes)) for p in points["gen_ai.client.inference.operation.output_tokens"]] == [
