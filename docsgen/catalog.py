@@ -606,8 +606,9 @@ def telemetry_markdown() -> str:
     out += ["### v1.41.0 names (`OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai/dup`)", "",
             "The names above are the latest GenAI conventions' (open-telemetry/semantic-conventions-genai). With "
             "`gen_ai/dup` the names of v1.41.0 (the last release in open-telemetry/semantic-conventions) that the "
-            "latest renamed or replaced are emitted beside them, for dashboards built on v1.41.0; the output "
-            "messages then carry their `finish_reason` too (deprecated since, for `gen_ai.response.finish_reasons`).",
+            "latest renamed or replaced are emitted beside them, for dashboards built on v1.41.0. The output "
+            "messages keep their `finish_reason` in both: the latest deprecates it for "
+            "`gen_ai.response.finish_reasons` but still allows it, and Phoenix shows no reply without it.",
             "", "| name | instrument | unit | attributes | buckets |", "|---|---|---|---|---|"]
     out += [_metric_row(m) for m in V1_41_METRICS]
     out += [""] + _table(V1_41_ATTRIBUTES.items()) + [""]

@@ -218,15 +218,14 @@ class ObserverBridge:
     def _turn_start(self, payload: Mapping[str, Any]) -> None:
         turn = self._tracker.turn(payload.get("turn_id"), payload.get("session_id"), payload)
         if turn is not None and self._tracker.capture_on_spans and "user_message" in payload:
-            turn.span.set_attribute("gen_ai.input.messages", _messages("user", payload.get("user_message"), False))
+            turn.span.set_attribute("gen_ai.input.messages", _messages("user", payload.get("user_message")))
 
     def _turn_output(self, payload: Mapping[str, Any]) -> None:
         if not (self._tracker.capture_on_spans and "assistant_response" in payload):
             return
         span = self._tracker.span_for({"turn_id": payload.get("turn_id")})
         if span is not None:
-            span.set_attribute("gen_ai.output.messages",
-                               _messages("assistant", payload.get("assistant_response"), self._tracker.v1_41))
+            span.set_attribute("gen_ai.output.messages", _messages("assistant", payload.get("assistant_response")))
 
     def _turn_end(self, payload: Mapping[str, Any]) -> None:
         self._tracker.end_turn(payload.get("turn_id"), payload)
@@ -339,12 +338,11 @@ def _labels(payload: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> di
     return {name: value[:64] for key, name in keys if isinstance(value := payload.get(key), str) and value}
 
 
-def _messages(role: str, text: Any, finish_reason: bool) -> str:
-    """One message in the conventions' schema, as JSON (redacted, capped); the turn's answer is its final one (with
-    v1.41.0's `finish_reason` when asked: the latest conventions deprecate it)."""
+def _messages(role: str, text: Any) -> str:
+    """One message in the conventions' schema, as JSON (redacted, capped); the turn's answer is its final one."""
     said = text if isinstance(text, str) else content.to_json(text)  # a text part's content is a string
     message: dict[str, Any] = {"role": role, "parts": [{"type": "text", "content": said}]}
-    if finish_reason:
+    if role == "assistant":
         message["finish_reason"] = "stop"
     return messages.to_json([message])
 

@@ -130,8 +130,8 @@ FIELDS: tuple[Field, ...] = (
           "`gen_ai/dup`: those and, beside them, the v1.41.0 names they replaced "
           "(`gen_ai.client.operation.duration` for model calls, `gen_ai.client.token.usage`, "
           "`gen_ai.client.operation.time_to_first_chunk` and `.time_per_output_chunk`, "
-          "`gen_ai.usage.cache_creation.input_tokens`, the output messages' `finish_reason`), for dashboards built "
-          "on v1.41.0.", env="OTEL_SEMCONV_STABILITY_OPT_IN", attr="semconv_v1_41", convert=_v1_41_too),
+          "`gen_ai.usage.cache_creation.input_tokens`), for dashboards built on v1.41.0.",
+          env="OTEL_SEMCONV_STABILITY_OPT_IN", attr="semconv_v1_41", convert=_v1_41_too),
     Field("console", bool, False, "Also print spans to stderr (debugging only); the same as adding `console` to "
           "`traces.exporter`.", attr="console"),
     Field("traces.exporter", str, "otlp",

@@ -55,10 +55,11 @@ def _held(request: Any) -> Any:
     return held
 
 
-def content_attributes(request: Any, response: Any, cap: int = 4096, v1_41: bool = False) -> dict[str, str]:
+def content_attributes(request: Any, response: Any, cap: int = 4096) -> dict[str, str]:
     """An attempt's content attributes (input, system instructions, tool definitions, output), each valid JSON in
-    the conventions' schema, redacted and capped message by message. The output messages' `finish_reason`, which
-    the latest conventions deprecate for `gen_ai.response.finish_reasons`, with `v1_41` only."""
+    the conventions' schema, redacted and capped message by message. The output messages keep their
+    `finish_reason`: the latest conventions deprecate it (for `gen_ai.response.finish_reasons`) but still allow it,
+    and Phoenix shows no reply without it."""
     request, omitted = messages.window(request)
     system, inputs = messages.input_messages(request)
     attrs = {INPUT: messages.to_json(inputs, cap=cap, omitted=omitted)}
@@ -66,7 +67,7 @@ def content_attributes(request: Any, response: Any, cap: int = 4096, v1_41: bool
         attrs[SYSTEM_INSTRUCTIONS] = messages.to_json(system, cap=cap)
     if tools := messages.tool_definitions(request):
         attrs[TOOL_DEFINITIONS] = messages.to_json(tools, cap=cap)
-    if response is not None and (outputs := messages.output_messages(response, finish_reason=v1_41)):
+    if response is not None and (outputs := messages.output_messages(response)):
         attrs[OUTPUT] = messages.to_json(outputs, cap=cap)
     return attrs
 
@@ -172,8 +173,7 @@ class Chats:
         attrs = sc.chat_response_attributes(response)
         if streaming.CLOCKS:  # a stream's chunk timing may be waiting for this span (nothing to do otherwise)
             self._stream_timing(call, attrs, context, duration)
-        captured = (content_attributes(call.priced[0], response, self._cap, self._v1_41)
-                    if self._holds and call.priced else None)
+        captured = content_attributes(call.priced[0], response, self._cap) if self._holds and call.priced else None
         if captured and self._capture:  # built here, off the agent's thread
             attrs.update(captured)
         if call.turn is not None:

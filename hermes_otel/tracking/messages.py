@@ -412,25 +412,22 @@ def _responses_output(response: Any, items: Sequence[Any]) -> Message:
     return {"role": "assistant", "parts": parts, "finish_reason": _responses_finish(response, parts)}
 
 
-def output_messages(response: Any, *, finish_reason: bool = True) -> list[Message]:
+def output_messages(response: Any) -> list[Message]:
     """A response as gen_ai.output.messages: one message per choice (chat completions), or the one message of an
-    Anthropic or Responses API response; each with its `finish_reason` unless `finish_reason` is false (the latest
-    conventions deprecate it: `gen_ai.response.finish_reasons` says it)."""
-    found: list[Message] = []
+    Anthropic or Responses API response."""
     try:
         choices = _field(response, "choices")
         if isinstance(choices, (list, tuple)):
-            found = [m for m in map(_chat_choice, choices) if m is not None]
-        elif isinstance(output := _field(response, "output"), (list, tuple)):
-            found = [_responses_output(response, output)]
-        elif isinstance(blocks := _field(response, "content"), (list, tuple)):
-            found = [_anthropic_output(response, blocks)]
+            return [m for m in map(_chat_choice, choices) if m is not None]
+        output = _field(response, "output")
+        if isinstance(output, (list, tuple)):
+            return [_responses_output(response, output)]
+        blocks = _field(response, "content")
+        if isinstance(blocks, (list, tuple)):
+            return [_anthropic_output(response, blocks)]
     except Exception:  # noqa: BLE001 - a hostile response: no messages rather than a failed call
-        return []
-    if not finish_reason:
-        for message in found:
-            del message["finish_reason"]
-    return found
+        pass
+    return []
 
 
 def finish_reasons(messages: Sequence[Any]) -> tuple[str, ...]:

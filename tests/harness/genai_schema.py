@@ -34,8 +34,8 @@ def check_messages(messages: Any, *, output: bool = False) -> None:
         assert isinstance(message, dict) and isinstance(message.get("role"), str), message
         assert isinstance(message.get("parts"), list), message
         _opt_str(message, "name")
-        if output:  # deprecated by the latest conventions (gen_ai.response.finish_reasons): a string when there
-            _opt_str(message, "finish_reason")
+        if output:  # deprecated by the latest conventions, still allowed; we send it (Phoenix needs it)
+            assert isinstance(message.get("finish_reason"), str), message
         for part in message["parts"]:
             check_part(part)
 

@@ -30,7 +30,8 @@ def test_the_benchmark_runs_and_reports_every_section(tmp_path: Path) -> None:
                 "total_vs_floor", "agent_vs_floor"} <= row.keys()
         assert row["floor_cpu_us"] > 0 and row["floor_wall_us"] > 0
     assert [row["emitted"] for row in report["per_call"][:2]] == [
-        {"span": 1, "metric": 3, "log": 1},  # chat span; duration + 2 token points; post_api_request
+        # chat span; duration, 2 per-attempt token points, the input and output counters; post_api_request
+        {"span": 1, "metric": 5, "log": 1},
         {"span": 1, "metric": 2, "log": 3},  # execute_tool; duration + calls; pre/post/transform hooks
     ]
     assert [row["history"] for row in report["history"]] == [10, 100, 1000]

@@ -8,6 +8,7 @@ budget alerts (grafana/alerts, evaluated by the same Prometheus and a second one
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall
+from hermes_otel.testing.fake_llm import FakeLLMServer, Reply, ToolCall, Usage
 from tests.harness import dashboards as dq
 from tests.harness.backends import Phoenix, Prometheus, free_port, wait_until
 from tests.harness.genai_schema import openinference_messages
@@ -50,11 +51,14 @@ ZERO_EXPECTED = {("hermes-ops-overview.json", "Exporter drops"), ("hermes-ops-ov
 
 def _script() -> list[Reply]:
     """One turn: a failed provider attempt and its retry, a tool that works, a tool that fails, an answer."""
+    # Every usage counter a dashboard reads has something to show: cache reads and writes, reasoning.
+    usage = Usage(prompt_tokens=11, completion_tokens=7, cached_tokens=4, cache_write_tokens=2, reasoning_tokens=3)
     return [
         Reply.error(500, "overloaded"),
-        Reply.tools(ToolCall("terminal", {"command": "echo live"}, id="call_ok")),
-        Reply.tools(ToolCall("read_file", {"path": "/nonexistent/hermes-otel-live.txt"}, id="call_err")),
-        Reply.text("done"),
+        dataclasses.replace(Reply.tools(ToolCall("terminal", {"command": "echo live"}, id="call_ok")), usage=usage),
+        dataclasses.replace(Reply.tools(ToolCall("read_file", {"path": "/nonexistent/hermes-otel-live.txt"},
+                                                 id="call_err")), usage=usage),
+        dataclasses.replace(Reply.text("done"), usage=usage),
     ]
 
 

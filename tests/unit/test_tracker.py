@@ -349,7 +349,7 @@ def test_a_chat_span_under_capture_carries_the_conversation_in_the_conventions_s
     assert json.loads(chat.attributes["gen_ai.tool.definitions"]) == [
         {"type": "function", "name": "terminal", "description": "Run a command", "parameters": {"type": "object"}}]
     assert json.loads(chat.attributes["gen_ai.output.messages"]) == [
-        {"role": "assistant",  # no finish_reason: deprecated (gen_ai.response.finish_reasons says it)
+        {"role": "assistant", "finish_reason": "tool_call",
          "parts": [{"type": "tool_call", "id": "call_1", "name": "terminal", "arguments": {"command": "ls"}}]}]
     provider.shutdown()
 
@@ -391,7 +391,8 @@ def test_each_attempt_has_one_inference_details_event_with_its_span_context_and_
         "chat", "Boom", user)
     assert "gen_ai.output.messages" not in failed
     assert (ok["gen_ai.request.model"], ok["gen_ai.response.id"], ok["gen_ai.input.messages"]) == ("m", "r1", user)
-    assert ok["gen_ai.output.messages"] == ({"role": "assistant", "parts": ({"type": "text", "content": "hello"},)},)
+    assert ok["gen_ai.output.messages"] == (
+        {"role": "assistant", "parts": ({"type": "text", "content": "hello"},), "finish_reason": "stop"},)
     provider.shutdown()
     logs.shutdown()
 
