@@ -28,7 +28,8 @@ pytestmark = pytest.mark.hermes
 
 PROJECT = "hermes-otel-live"
 TURNS = 2
-PRICES = {"prompt": "0.000002", "completion": "0.000008"}  # USD per token
+# USD per token; cached input at the input's price, so the turn's cost does not depend on how Hermes splits it.
+PRICES = {"prompt": "0.000002", "completion": "0.000008", "cache_read": "0.000002", "cache_write": "0.000002"}
 TURN_COST = 3 * (11 * 2e-6 + 7 * 8e-6)  # three answered calls a turn, 11 in and 7 out each
 ALERTS = Path(__file__).resolve().parents[2] / "grafana" / "alerts" / "hermes-cost-budget.rules.yml"
 
