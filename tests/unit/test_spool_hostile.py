@@ -22,6 +22,7 @@ from hermes_otel.exporters.spool.resend import send_all, targets_of
 from hermes_otel.exporters.spool.store import Spool
 from tests.harness.fault_servers import FaultServer
 from tests.harness.otlp_receiver import OTLPReceiver
+from tests.harness.signals import ctrl_c_as_typed
 from tests.unit.test_hostile_config import within
 from tests.unit.test_spool_store import spans
 
@@ -200,7 +201,7 @@ def test_ctrl_c_during_spool_send_exits_130_without_a_traceback(tmp_path):
         (key,) = [k for signal, k in targets_of(settings) if signal == "traces"]
         _good_batch(settings.spool_directory, key)
         proc = subprocess.Popen([sys.executable, "-m", "hermes_otel.cli.main", "spool", "send"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_typed)
         assert proc.stdout.readline().startswith("sending 1 spooled batch")
         deadline = time.monotonic() + 10
         while server.count() == 0 and time.monotonic() < deadline:  # the request is in flight

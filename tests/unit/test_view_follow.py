@@ -15,6 +15,7 @@ from opentelemetry.trace import set_span_in_context
 
 from hermes_otel.exporters.file.exporter import JsonFileSpanExporter, RotatingJsonLinesWriter, file_paths
 from hermes_otel.local.follow import Follower
+from tests.harness.signals import ctrl_c_as_typed
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -80,6 +81,7 @@ def test_the_command_prints_each_turn_and_ctrl_c_ends_it_without_a_traceback(tmp
     code = "import sys; from hermes_otel.cli.main import main; sys.exit(main(sys.argv[1:]))"
     process = subprocess.Popen([sys.executable, "-c", code, "view", "--follow", "--ascii", "--width", "80",
                                 str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=ctrl_c_as_typed,
                                env={**os.environ, "HERMES_HOME": str(tmp_path)})
     try:
         assert process.stderr is not None and process.stdout is not None
