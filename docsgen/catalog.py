@@ -613,7 +613,9 @@ def telemetry_markdown() -> str:
     out += [_metric_row(m) for m in V1_41_METRICS]
     out += [""] + _table(V1_41_ATTRIBUTES.items()) + [""]
     out += ["## Resource", "", f"Schema URL `{sc.SCHEMA_URL}` (also on every tracer, meter and logger we use): the "
-            "semantic-conventions release whose names we emit. `OTEL_RESOURCE_ATTRIBUTES` is applied over ours "
+            "semantic-conventions release whose names we emit outside GenAI (the GenAI names are the GenAI "
+            "conventions repository's latest, which has published no schema URL yet). `OTEL_RESOURCE_ATTRIBUTES` is "
+            "applied over ours "
             "(the SDK's own reading), then `OTEL_SERVICE_NAME`.", ""] + _table(RESOURCE.items())
     out += ["", "## Attributes", ""] + _table(sorted(ATTRIBUTES.items()))
     return "\n".join(out) + "\n"
