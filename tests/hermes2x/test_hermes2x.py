@@ -397,7 +397,7 @@ def test_the_tab_answers_each_profile_with_its_own_turns(tmp_path: Path) -> None
 
 
 def test_the_latest_genai_names_by_default_and_v1_41_s_under_gen_ai_dup(tmp_path: Path) -> None:
-    from docsgen import catalog
+    from hermes_otel.tracking.instruments import V1_41_HISTOGRAMS
     from tests.harness.semconv_run import LATEST_METRICS, check_chats, run_chat
 
     latest, latest_chats = run_chat(tmp_path / "latest")
@@ -407,7 +407,7 @@ def test_the_latest_genai_names_by_default_and_v1_41_s_under_gen_ai_dup(tmp_path
     chunks = {"gen_ai.client.inference.time_to_first_chunk", "gen_ai.client.inference.time_per_output_chunk"}
     chunks_v1_41 = {"gen_ai.client.operation.time_to_first_chunk", "gen_ai.client.operation.time_per_output_chunk"}
     assert latest - chunks == LATEST_METRICS - chunks
-    assert both - latest - chunks_v1_41 == {m.name for m in catalog.V1_41_METRICS} - chunks_v1_41
+    assert both - latest - chunks_v1_41 == {name for name, *_ in V1_41_HISTOGRAMS.values()} - chunks_v1_41
     assert latest & chunks_v1_41 == set() and both & chunks_v1_41 <= {"gen_ai.client.operation" + n.removeprefix(
         "gen_ai.client.inference") for n in both & chunks}
     check_chats(latest_chats, dup_chats)
