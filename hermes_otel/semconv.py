@@ -329,7 +329,7 @@ def chat_response_attributes(response: Any) -> dict[str, Any]:
         # Hermes decides to stream inside the call (the request kwargs do not say); its streaming path
         # alone returns a SimpleNamespace, assembled from the chunks: the model and usage are the
         # provider's, and a stream that broke off is a stub whose finish reason Hermes chose. The id is
-        # the provider's chunks' on 0.20+ when they carry one; else (and always on 0.16-0.19, which drop
+        # the provider's chunks' on 0.21+ when they carry one; else (and always on 0.16-0.20, which drop
         # it) Hermes's own "stream-<uuid>". Only the provider's values go under gen_ai.* names.
         attrs[REQUEST_STREAM] = True
         stub = hermes_compat.partial_stream_stub_id()
