@@ -39,7 +39,7 @@ from ..health import current, health
 from ..private import UnsafePath
 from ..session import NOT_TAKEN, REFUSED
 from .sdk import sdk_exporter
-from .store import Spool, items
+from .store import Spool, item_count
 
 if TYPE_CHECKING:
     from ..session import ExporterSession
@@ -221,7 +221,7 @@ class _Spooling:
 
     def _count(self, batch: Any) -> int:
         try:
-            return items(self.signal, batch)
+            return item_count(self.signal, batch)
         except Exception:  # noqa: BLE001 - counting must not raise into an SDK thread
             return 1
 

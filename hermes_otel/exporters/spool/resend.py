@@ -35,7 +35,7 @@ from ...redaction.masking import mask_url
 from .. import deadline
 from ..health import current, health, install_log_filter
 from ..session import NOT_TAKEN, REFUSED
-from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, items, stats
+from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, item_count, stats
 
 # Our own generator: the sender thread never moves the process-wide `random` state under someone else.
 _JITTER = random.Random()
@@ -144,7 +144,7 @@ def _deliver(signal: str, target: Any, batch: Any, exporters: Exporters, removed
     if outcome.kind != "rejected":
         return outcome  # (sent, retry, not_taken)
     if parts is None:
-        removed.append((items(signal, batch), outcome.detail))
+        removed.append((item_count(signal, batch), outcome.detail))
         return Outcome("sent")
     for part in parts:
         outcome = _deliver(signal, target, part, exporters, removed)

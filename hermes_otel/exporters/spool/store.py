@@ -70,7 +70,7 @@ def endpoint_key(protocol: str, endpoint: str, headers: Mapping[str, str] | None
     return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def items(signal: str, batch: Any) -> int:
+def item_count(signal: str, batch: Any) -> int:
     """How many items a batch of `signal` holds, as the health counters count them (a metrics batch: its points)."""
     if signal != "metrics":
         return len(batch)
