@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -99,10 +100,16 @@ def _parse(spec: Field, var: str, raw: str, problems: list[Problem]) -> Any:
 
 class _ReportedByUs(logging.Filter):
     """The SDK's resource detector parses OTEL_RESOURCE_ATTRIBUTES again and logs a bad item raw, value included;
-    :func:`from_env` reports it in our words (by position), so the SDK's line is dropped while we build ours."""
+    :func:`from_env` reports it in our words (by position). While we build our resource, a record of the detector's
+    logger that quotes an item of the variable is left out: known by its arguments, never by the SDK's words."""
+
+    def __init__(self, items: frozenset[str]) -> None:
+        super().__init__()
+        self._items = items
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Invalid key value resource attribute pair")
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(arg, str) and arg in self._items for arg in args)
 
 
 @contextlib.contextmanager
@@ -110,7 +117,7 @@ def resource_items_reported_by_us() -> Iterator[None]:
     """While our resource is built: the detector's raw line about a bad item is left out (we said it already).
     Only then, so another library's resource detection logs as it always does."""
     logger = logging.getLogger("opentelemetry.sdk.resources")
-    quiet = _ReportedByUs()
+    quiet = _ReportedByUs(frozenset(os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",")) - {""})
     logger.addFilter(quiet)
     try:
         yield

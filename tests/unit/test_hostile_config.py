@@ -236,6 +236,18 @@ def test_a_malformed_resource_attribute_is_our_message_not_the_sdks(monkeypatch,
     assert "Invalid key value resource attribute pair" not in caplog.text
 
 
+def test_while_our_resource_is_built_only_the_detector_s_lines_quoting_an_item_are_left_out(monkeypatch, caplog):
+    # Known by the record's arguments (an item of the variable), not the SDK's words: its other lines still show.
+    from hermes_otel.config.env import resource_items_reported_by_us
+
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "team=ml,oops-no-value")
+    detector = logging.getLogger("opentelemetry.sdk.resources")
+    with caplog.at_level(logging.WARNING), resource_items_reported_by_us():
+        detector.warning("any words %s: %s", "oops-no-value", "why")
+        detector.warning("a detector failed: %s", "its own reason")
+    assert [r.getMessage() for r in caplog.records] == ["a detector failed: its own reason"]
+
+
 RELAY = 'version = 1\n[[components]]\nkind = "observability"\n[components.config]\nversion = 4\n'
 
 
