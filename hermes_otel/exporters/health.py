@@ -158,12 +158,14 @@ class _SkipsFailingFlush:
 class OurBatchSpanProcessor(_SkipsFailingFlush, BatchSpanProcessor):
     """The SDK's batch span processor, counting what it drops at a full queue from a tally of its queue."""
 
-    def __init__(self, exporter: Any, max_queue_size: int | None = None, schedule_delay_millis: float | None = None,
+    def __init__(self, exporter: Any, max_queue_size: int, schedule_delay_millis: float | None = None,
                  max_export_batch_size: int | None = None, export_timeout_millis: float | None = None,
                  **kwargs: Any) -> None:
-        self._room = _Room(queue_size(max_queue_size, "OTEL_BSP_MAX_QUEUE_SIZE"), 0, lambda: True)  # never waits:
-        super().__init__(_Counted(exporter, self._room), max_queue_size, schedule_delay_millis,  # spans end on
-                         max_export_batch_size, export_timeout_millis, **kwargs)  # the agent's threads
+        # The queue's size as our configuration read it (OTEL_BSP_MAX_QUEUE_SIZE or plugins.toml), given to the SDK:
+        # no variable is read twice. Never waits: spans end on the agent's threads.
+        self._room = _Room(max_queue_size, 0, lambda: True)
+        super().__init__(_Counted(exporter, self._room), max_queue_size, schedule_delay_millis,
+                         max_export_batch_size, export_timeout_millis, **kwargs)
 
     def on_end(self, span: Any) -> None:
         if self._room.add():
@@ -251,11 +253,10 @@ class OurBatchLogRecordProcessor(_SkipsFailingFlush, BatchLogRecordProcessor):
     """The SDK's batch log-record processor, counting what it drops at a full queue; our records thread waits for
     room in its full queue (:class:`_Room`) where any other thread's record drops the oldest."""
 
-    def __init__(self, exporter: Any, schedule_delay_millis: float | None = None,
+    def __init__(self, exporter: Any, max_queue_size: int, schedule_delay_millis: float | None = None,
                  max_export_batch_size: int | None = None, export_timeout_millis: float | None = None,
-                 max_queue_size: int | None = None, **kwargs: Any) -> None:
-        self._room = _Room(queue_size(max_queue_size, "OTEL_BLRP_MAX_QUEUE_SIZE"),
-                           (export_timeout_millis or 10_000) / 1000, self._failing)
+                 **kwargs: Any) -> None:
+        self._room = _Room(max_queue_size, (export_timeout_millis or 10_000) / 1000, self._failing)
         super().__init__(_Counted(exporter, self._room), schedule_delay_millis, max_export_batch_size,
                          export_timeout_millis, max_queue_size, **kwargs)
 
@@ -267,18 +268,6 @@ class OurBatchLogRecordProcessor(_SkipsFailingFlush, BatchLogRecordProcessor):
     def shutdown(self) -> None:
         self._room.close()  # no wait for room after shutdown: the SDK ignores what comes now
         super().shutdown()
-
-
-def queue_size(given: int | None, variable: str) -> int:
-    """The queue size the SDK's batch processor takes: the one given, else the variable's, else 2048 (as the SDK
-    reads it: a value that is not a positive integer is the default)."""
-    if given is not None:
-        return given
-    try:
-        size = int(os.environ.get(variable, "2048"))
-    except ValueError:
-        return 2048
-    return size if size > 0 else 2048
 
 
 def install_log_filter() -> None:

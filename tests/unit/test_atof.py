@@ -104,34 +104,66 @@ def test_stream_sink_batches_retries_and_counts_drops(monkeypatch):
     with HttpSink() as receiver:
         sink = StreamSink(StreamSinkConfig(url=receiver.url, transport="ndjson", header_env={"authorization": "ATOF_TOKEN"},
                                            field_name_policy="replace_dots"))
-        sink.write([{"n": 1, "otel.status_code": "OK"}, {"n": 2}])
-        assert sink.flush(5)
-        assert receiver.events() == [{"n": 1, "otel_status_code": "OK"}, {"n": 2}]
+        sink.write([{"n": 1, "otel.status_code": "OK"}, {"n": 2}])  # on the ATOF worker's thread: sent when it returns
+        assert receiver.events() == [{"n": 1, "otel_status_code": "OK"}, {"n": 2}] and sink.sent == 2
         headers, _ = receiver.requests[0]
         assert headers["authorization"] == "Bearer from-env" and headers["content-type"] == "application/x-ndjson"
         sink.close()
     before = health.dropped["atof"]
     with HttpSink(status=503) as failing:
-        sink = StreamSink(StreamSinkConfig(url=failing.url, timeout_millis=500))
+        sink = StreamSink(StreamSinkConfig(url=failing.url, timeout_millis=2000))
         sink.write([{"n": i} for i in range(3)])
-        deadline = time.monotonic() + 10
-        while (health.dropped["atof"] < before + 3 or len(failing.requests) < 3) and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert health.dropped["atof"] == before + 3
         assert len(failing.requests) == StreamSink.RETRY.total + 1  # retried with backoff, then counted as dropped
         sink.close()
 
 
-def test_stream_sink_flush_waits_for_the_batch_in_flight():
-    """flush() is True only once the receiver has the batch: a batch already taken off the queue and still
-    being sent counts (it returned True at once, a second before the batch arrived)."""
+def _stream_processor(url: str, timeout_millis: int) -> tuple[AtofSpanProcessor, TracerProvider]:
+    processor = AtofSpanProcessor([StreamSink(StreamSinkConfig(url=url, timeout_millis=timeout_millis))])
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    return processor, provider
+
+
+def test_a_flush_waits_for_the_stream_s_batch_in_flight():
+    """force_flush() is True only once the receiver has the events: a batch taken off the queue and still being
+    POSTed counts (it once returned True at once, a second before the batch arrived)."""
     with HttpSink(delay_s=1.0) as slow:
-        sink = StreamSink(StreamSinkConfig(url=slow.url, timeout_millis=5000))
-        sink.write([{"n": 1}])
-        time.sleep(0.2)  # the worker has taken the batch: the queue is empty, the POST is in flight
-        assert not sink.flush(0.1)  # not delivered yet: not flushed
-        assert sink.flush(5) and slow.events() == [{"n": 1}]
-        sink.close()
+        processor, provider = _stream_processor(slow.url, 5000)
+        with provider.get_tracer("t").start_as_current_span("work"):
+            pass
+        time.sleep(0.2)  # the worker has taken the events: its queue is empty, the POST is in flight
+        assert not processor.force_flush(100)  # not delivered yet: not flushed
+        assert processor.force_flush(5000) and [e["scope_category"] for e in slow.events()] == ["start", "end"]
+        provider.shutdown()
+
+
+def test_a_stream_endpoint_that_drips_its_answer_costs_one_timeout_per_batch_and_never_holds_shutdown():
+    """The endpoint answers its headers, then a byte every 0.2 s: `requests`' timeout is per read, so the POST (and the
+    one ATOF worker behind it) was held as long as the drip lasted. Now each batch ends at timeout_millis, counted as
+    dropped, and a shutdown cuts the POST in flight."""
+    from tests.harness.fault_servers import FaultServer
+
+    with FaultServer("drip", delay_s=0.2) as server:  # each byte well within the 0.5 s read timeout
+        url = f"{server.endpoint}/atof"
+        before = health.dropped_at[url]
+        processor, provider = _stream_processor(url, 500)
+        tracer = provider.get_tracer("t")
+        with tracer.start_as_current_span("one"):
+            pass
+        started = time.monotonic()
+        assert processor.force_flush(5000)  # the worker is free again: the drip was cut at its deadline
+        assert time.monotonic() - started < 2.0 and server.longest_drip_s() < 1.0
+        assert health.dropped_at[url] == before + 2  # the span's start and end events
+        with tracer.start_as_current_span("two"):
+            pass
+        time.sleep(0.1)  # the next POST is in flight, dripping
+        started = time.monotonic()
+        provider.shutdown()  # flush budget 2 s: the deadline (0.5 s) ends the POST first
+        assert time.monotonic() - started < 1.5
+        while server.longest_drip_s() and time.monotonic() - started < 2.0:
+            time.sleep(0.02)  # the server sees the connection shut as it next looks
+        assert server.longest_drip_s() == 0.0
 
 
 def test_stream_sink_never_follows_a_redirect_with_its_headers(monkeypatch):
@@ -139,7 +171,6 @@ def test_stream_sink_never_follows_a_redirect_with_its_headers(monkeypatch):
     with HttpSink() as elsewhere, HttpSink(status=307, location=elsewhere.url) as redirecting:
         sink = StreamSink(StreamSinkConfig(url=redirecting.url, header_env={"authorization": "ATOF_TOKEN"}))
         sink.write([{"n": 1}])
-        assert sink.flush(5)
         assert len(redirecting.requests) == 1 and elsewhere.requests == []  # the token went nowhere else
         sink.close()
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,12 +25,12 @@ import requests
 from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
-from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from ... import semconv as sc
 from ..._internal import log as _log
 from ...config.relay import FileSinkConfig, StreamSinkConfig  # the sink configs live with the Relay schema
+from .. import deadline
 from ..health import health
 from ..private import open_file as open_private
 from .worker import QueueWorker
@@ -260,10 +259,11 @@ class FileSink:
 
 
 class StreamSink:
-    """Batches to an HTTP endpoint off the agent's thread, on a `requests.Session` with urllib3's `Retry`
-    (backoff, retried statuses, no redirects: headers may hold credentials); bounded; counts drops."""
+    """Batches POSTed to an HTTP endpoint from the ATOF worker (never the agent's thread), on a `requests.Session`
+    with urllib3's `Retry` (backoff, retried statuses, no redirects: headers may hold credentials). Each batch,
+    retries included, ends at `timeout_millis` whatever the endpoint does (a drip, a stall after its headers, a
+    connect nobody answers: :mod:`..deadline`); what it could not send is counted as dropped."""
 
-    MAX_QUEUE = 10_000
     BATCH = 500
     RETRY = Retry(total=2, backoff_factor=0.2, status_forcelist=(429, 500, 502, 503, 504),
                   allowed_methods=frozenset({"POST"}), redirect=0, raise_on_status=False)
@@ -271,44 +271,17 @@ class StreamSink:
     def __init__(self, config: StreamSinkConfig) -> None:
         self._config = config
         self._session = requests.Session()
-        self._session.mount("http://", HTTPAdapter(max_retries=self.RETRY))
-        self._session.mount("https://", HTTPAdapter(max_retries=self.RETRY))
+        self._session.mount("http://", deadline.Adapter(max_retries=self.RETRY))
+        self._session.mount("https://", deadline.Adapter(max_retries=self.RETRY))
         self._session.headers.update({
             "Content-Type": "application/x-ndjson" if config.transport == "ndjson" else "application/json",
             **config.resolved_headers(),
         })
-        self._queue: deque[dict] = deque()
-        self._lock = threading.Condition()
-        self._in_flight = 0  # events taken off the queue whose POST has not finished
-        self._closed = False
         self.sent = 0
-        self._thread = threading.Thread(target=self._run, name="hermes-otel-atof-stream", daemon=True)
-        self._thread.start()
 
     def write(self, events: list[dict]) -> None:
-        with self._lock:
-            room = self.MAX_QUEUE - len(self._queue)
-            if room < len(events):
-                health.drop("atof", self._config.url, len(events) - max(room, 0))
-                events = events[: max(room, 0)]
-            self._queue.extend(events)
-            self._lock.notify_all()
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                while not self._queue and not self._closed:
-                    self._lock.wait(0.5)
-                if not self._queue and self._closed:
-                    return
-                batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.BATCH))]
-                self._in_flight = len(batch)
-            try:
-                self._send(batch)
-            finally:
-                with self._lock:
-                    self._in_flight = 0
-                    self._lock.notify_all()
+        for start in range(0, len(events), self.BATCH):
+            self._send(events[start:start + self.BATCH])
 
     def _send(self, batch: list[dict]) -> None:
         policy = self._config.field_name_policy
@@ -317,11 +290,13 @@ class StreamSink:
             body = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events).encode()
         else:
             body = json.dumps(events, separators=(",", ":")).encode()
+        timeout_s = self._config.timeout_millis / 1000
+        at = time.monotonic() + timeout_s
         try:
-            response = self._session.post(self._config.url, data=body, allow_redirects=False,
-                                          timeout=self._config.timeout_millis / 1000)
+            with deadline.until(at, self):
+                response = self._session.post(self._config.url, data=body, allow_redirects=False, timeout=timeout_s)
         except (requests.RequestException, OSError, ValueError) as exc:
-            reason = type(exc).__name__
+            reason = "no answer within the timeout" if time.monotonic() >= at else type(exc).__name__
         else:
             if 200 <= response.status_code < 300:
                 self.sent += len(batch)
@@ -331,21 +306,12 @@ class StreamSink:
         health.failure("atof", self._config.url, reason)
         health.drop("atof", self._config.url, len(batch))
 
-    def flush(self, timeout_s: float) -> bool:
-        """True once every event written so far has been sent (or given up on): queued and in flight."""
-        deadline = time.monotonic() + timeout_s
-        with self._lock:
-            while self._queue or self._in_flight:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._lock.wait(remaining)
-        return True
+    def interrupt(self) -> None:
+        """Shutdown: the POST in flight ends now, and no other starts (their events are counted as dropped)."""
+        deadline.cut(self)
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            self._lock.notify_all()
+        self._session.close()
 
 
 # -- the processor -------------------------------------------------------------------------
@@ -392,15 +358,13 @@ class AtofSpanProcessor(SpanProcessor):
             sink.close()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        deadline = time.monotonic() + timeout_millis / 1000
-        if not self._worker.wait_idle(deadline - time.monotonic()):
-            return False
-        return all(
-            sink.flush(max(deadline - time.monotonic(), 0)) for sink in self._sinks if isinstance(sink, StreamSink)
-        )
+        return self._worker.wait_idle(timeout_millis / 1000)  # idle: every event written or POSTed (or counted)
 
     def shutdown(self) -> None:
         self.force_flush(2000)
+        for sink in self._sinks:
+            if isinstance(sink, StreamSink):
+                sink.interrupt()
         self._worker.stop()
 
 
