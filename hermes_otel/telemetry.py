@@ -37,11 +37,8 @@ from opentelemetry.sdk.metrics.export import (
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanLimits, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-)
+from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     ALWAYS_ON,
@@ -378,7 +375,7 @@ def _relay_forwarder(component: Mapping[str, Any]):
     return RelayForwarder(activation)
 
 
-def _relay_span_processor(endpoint, settings: Settings) -> BatchSpanProcessor | None:
+def _relay_span_processor(endpoint, settings: Settings) -> SpanProcessor | None:
     """One NeMo Relay `[[opentelemetry.endpoints]]` entry: its own exporter, shape and batch settings; None (said
     once) for `transport = "grpc"` without the `[grpc]` extra: that endpoint then gets nothing."""
     from .exporters.relay.shapes import ShapedSpanExporter

@@ -25,7 +25,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from .._internal import log as _log
@@ -137,44 +139,51 @@ def _count_queue_full(signal: str) -> None:
               "new items are dropped and counted in hermes.otel.exporter.dropped", signal)
 
 
-class _SkipsFailingFlush:
-    """A flush (session finalize) never waits for an endpoint known to be failing. The SDK's flush takes the lock
-    its worker holds while exporting, and that worker tries a failing endpoint again now and then (up to the
-    export timeout): so the flush of such a processor is left out. What it holds is exported by the worker
-    (spooled, or dropped and counted), and each exporter has a processor of its own: the files still flush."""
+class _AroundTheSDKs:
+    """What our two processors add around the SDK's batch processor, which they hold unmodified (no subclass):
 
-    def __init__(self, exporter: Any, *args: Any, **kwargs: Any) -> None:
-        super().__init__(exporter, *args, **kwargs)  # type: ignore[call-arg]
+    * a tally of its queue (:class:`_Room`: the SDK gives no length nor a drop count on every version it supports),
+      so what it drops at a full queue is counted;
+    * a flush (session finalize) never waits for an endpoint known to be failing. The SDK's flush takes the lock its
+      worker holds while exporting, and that worker tries a failing endpoint again now and then (up to the export
+      timeout): so the flush of such a processor is left out. What it holds is exported by the worker (spooled, or
+      dropped and counted), and each exporter has a processor of its own: the files still flush."""
+
+    batch: Any  # the SDK's processor
+    room: _Room
+
+    def __init__(self, exporter: Any) -> None:
         endpoint = getattr(exporter, "endpoint", None)  # our spooling exporters' (and Relay's shaped ones')
         self.endpoint: str | None = endpoint if isinstance(endpoint, str) else None
 
-    def force_flush(self, timeout_millis: int | None = 30000) -> bool:
-        return not self._failing() and super().force_flush(timeout_millis)  # type: ignore[misc]
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return not self._failing() and self.batch.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self.room.close()  # no wait for room after shutdown: the SDK ignores what comes now
+        self.batch.shutdown()
 
     def _failing(self) -> bool:
         return self.endpoint is not None and health.any_failing(frozenset((self.endpoint,)))
 
 
-class OurBatchSpanProcessor(_SkipsFailingFlush, BatchSpanProcessor):
+class OurBatchSpanProcessor(_AroundTheSDKs, SpanProcessor):
     """The SDK's batch span processor, counting what it drops at a full queue from a tally of its queue."""
 
     def __init__(self, exporter: Any, max_queue_size: int, schedule_delay_millis: float | None = None,
-                 max_export_batch_size: int | None = None, export_timeout_millis: float | None = None,
-                 **kwargs: Any) -> None:
+                 max_export_batch_size: int | None = None, export_timeout_millis: float | None = None) -> None:
+        super().__init__(exporter)
         # The queue's size as our configuration read it (OTEL_BSP_MAX_QUEUE_SIZE or plugins.toml), given to the SDK:
         # no variable is read twice. Never waits: spans end on the agent's threads.
-        self._room = _Room(max_queue_size, 0, lambda: True)
-        super().__init__(_Counted(exporter, self._room), max_queue_size, schedule_delay_millis,
-                         max_export_batch_size, export_timeout_millis, **kwargs)
+        self.room = _Room(max_queue_size, 0, lambda: True)
+        counted: Any = _Counted(exporter, self.room)
+        self.batch = BatchSpanProcessor(counted, max_queue_size, schedule_delay_millis, max_export_batch_size,
+                                        export_timeout_millis)
 
     def on_end(self, span: Any) -> None:
-        if self._room.add():
+        if span.context.trace_flags.sampled and self.room.add():  # (the SDK's queue takes sampled spans only)
             _count_queue_full("traces")
-        super().on_end(span)
-
-    def shutdown(self) -> None:
-        self._room.close()
-        super().shutdown()
+        self.batch.on_end(span)
 
 
 class _Room:
@@ -249,25 +258,22 @@ class _Counted:
         return getattr(self.inner, name)
 
 
-class OurBatchLogRecordProcessor(_SkipsFailingFlush, BatchLogRecordProcessor):
+class OurBatchLogRecordProcessor(_AroundTheSDKs, LogRecordProcessor):
     """The SDK's batch log-record processor, counting what it drops at a full queue; our records thread waits for
     room in its full queue (:class:`_Room`) where any other thread's record drops the oldest."""
 
     def __init__(self, exporter: Any, max_queue_size: int, schedule_delay_millis: float | None = None,
-                 max_export_batch_size: int | None = None, export_timeout_millis: float | None = None,
-                 **kwargs: Any) -> None:
-        self._room = _Room(max_queue_size, (export_timeout_millis or 10_000) / 1000, self._failing)
-        super().__init__(_Counted(exporter, self._room), schedule_delay_millis, max_export_batch_size,
-                         export_timeout_millis, max_queue_size, **kwargs)
+                 max_export_batch_size: int | None = None, export_timeout_millis: float | None = None) -> None:
+        super().__init__(exporter)
+        self.room = _Room(max_queue_size, (export_timeout_millis or 10_000) / 1000, self._failing)
+        counted: Any = _Counted(exporter, self.room)
+        self.batch = BatchLogRecordProcessor(counted, schedule_delay_millis, max_export_batch_size,
+                                             export_timeout_millis, max_queue_size)
 
     def on_emit(self, log_record: Any) -> None:
-        if self._room.add():
+        if self.room.add():
             _count_queue_full("logs")
-        super().on_emit(log_record)
-
-    def shutdown(self) -> None:
-        self._room.close()  # no wait for room after shutdown: the SDK ignores what comes now
-        super().shutdown()
+        self.batch.on_emit(log_record)
 
 
 def install_log_filter() -> None:
