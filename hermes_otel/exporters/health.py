@@ -33,6 +33,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from .._internal import log as _log
 from ..redaction.masking import OTLP_EXPORTER_LOGGERS, mask_url
 
+LIVE_RETRY_S = 5.0  # while an endpoint fails, how often an exporter's thread tries it again
+
 current = threading.local()  # .export: who exports (.signal, .report(record)) while one of our exports runs
 
 

@@ -140,12 +140,13 @@ def test_a_flush_waits_for_the_stream_s_batch_in_flight():
 
 def test_a_stream_endpoint_that_drips_its_answer_costs_one_timeout_per_batch_and_never_holds_shutdown():
     """The endpoint answers its headers, then a byte every 0.2 s: `requests`' timeout is per read, so the POST (and the
-    one ATOF worker behind it) was held as long as the drip lasted. Now each batch ends at timeout_millis, counted as
-    dropped, and a shutdown cuts the POST in flight."""
+    one ATOF worker behind it, which also writes the file sinks) was held as long as the drip lasted. Now a request
+    ends at timeout_millis, counted as dropped; while the endpoint is failing it is tried again once every
+    LIVE_RETRY_S, not for every batch; and a shutdown cuts the request in flight."""
     from tests.harness.fault_servers import FaultServer
 
-    with FaultServer("drip", delay_s=0.2) as server:  # each byte well within the 0.5 s read timeout
-        url = f"{server.endpoint}/atof"
+    with FaultServer("drip", delay_s=0.2) as server, FaultServer("drip", delay_s=0.2) as other:
+        url = f"{server.endpoint}/atof"  # each byte well within the 0.5 s read timeout
         before = health.dropped_at[url]
         processor, provider = _stream_processor(url, 500)
         tracer = provider.get_tracer("t")
@@ -155,15 +156,24 @@ def test_a_stream_endpoint_that_drips_its_answer_costs_one_timeout_per_batch_and
         assert processor.force_flush(5000)  # the worker is free again: the drip was cut at its deadline
         assert time.monotonic() - started < 2.0 and server.longest_drip_s() < 1.0
         assert health.dropped_at[url] == before + 2  # the span's start and end events
+        tried = server.count()
+        assert tried >= 1
         with tracer.start_as_current_span("two"):
             pass
-        time.sleep(0.1)  # the next POST is in flight, dripping
+        assert processor.force_flush(100)  # failing: not tried again for this batch, counted at once
+        assert health.dropped_at[url] == before + 4 and server.count() == tried
+        provider.shutdown()
+
+        processor, provider = _stream_processor(f"{other.endpoint}/atof", 500)
+        with provider.get_tracer("t").start_as_current_span("three"):
+            pass
+        time.sleep(0.1)  # its POST is in flight, dripping
         started = time.monotonic()
         provider.shutdown()  # flush budget 2 s: the deadline (0.5 s) ends the POST first
         assert time.monotonic() - started < 1.5
-        while server.longest_drip_s() and time.monotonic() - started < 2.0:
+        while other.longest_drip_s() and time.monotonic() - started < 2.0:
             time.sleep(0.02)  # the server sees the connection shut as it next looks
-        assert server.longest_drip_s() == 0.0
+        assert other.longest_drip_s() == 0.0
 
 
 def test_stream_sink_never_follows_a_redirect_with_its_headers(monkeypatch):

@@ -31,7 +31,7 @@ from ... import semconv as sc
 from ..._internal import log as _log
 from ...config.relay import FileSinkConfig, StreamSinkConfig  # the sink configs live with the Relay schema
 from .. import deadline
-from ..health import health
+from ..health import LIVE_RETRY_S, health
 from ..private import open_file as open_private
 from .worker import QueueWorker
 
@@ -284,6 +284,9 @@ class StreamSink:
             self._send(events[start:start + self.BATCH])
 
     def _send(self, batch: list[dict]) -> None:
+        if health.failed_within(self._config.url, LIVE_RETRY_S):  # tried again once every few seconds, not per
+            health.drop("atof", self._config.url, len(batch))  # batch: the file sinks on this worker keep up
+            return
         policy = self._config.field_name_policy
         events = [rename_fields(e, policy) for e in batch]
         if self._config.transport == "ndjson":

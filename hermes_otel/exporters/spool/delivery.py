@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from ..._internal import log as _log
 from .. import deadline
 from ..file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
-from ..health import current, health
+from ..health import LIVE_RETRY_S, current, health
 from ..private import UnsafePath
 from ..session import NOT_TAKEN, REFUSED
 from .sdk import sdk_exporter
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from ..session import ExporterSession
 
 SPOOL_WAIT_S = 0.1  # at shutdown, the wait for an export in flight before its batch is spooled
-LIVE_RETRY_S = 5.0  # while an endpoint fails, how often the processor's thread tries it again
 DROPPED_METRIC = "hermes.otel.exporter.dropped"
 
 _exit_at: float | None = None  # monotonic deadline of the process's exit, once it began
