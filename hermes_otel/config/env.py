@@ -117,8 +117,8 @@ def resource_items_reported_by_us() -> Iterator[None]:
     """While our resource is built: the detector's raw line about a bad item is left out (we said it already).
     Only then, so another library's resource detection logs as it always does."""
     logger = logging.getLogger("opentelemetry.sdk.resources")
-    quiet = _ReportedByUs(frozenset(os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",")) - {""})
-    logger.addFilter(quiet)
+    quiet = _ReportedByUs(frozenset(os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",")))
+    logger.filters.insert(0, quiet)  # ahead of the masking filter, which may replace the record's arguments
     try:
         yield
     finally:

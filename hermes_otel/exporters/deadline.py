@@ -48,9 +48,20 @@ def expired() -> bool:
     return at is not None and time.monotonic() >= at
 
 
+def left() -> float | None:
+    """Seconds left before this thread's export's deadline (None: no export is running on it)."""
+    at = getattr(_local, "at", None)
+    return None if at is None else max(at - time.monotonic(), 0.0)
+
+
 def cut(owner: Any) -> None:
-    """Shut down now every socket armed for `owner`'s exports."""
+    """Shut down now every socket armed for `owner`'s exports, and refuse its connects from now on."""
     _watcher.cut(owner)
+
+
+def is_cut(owner: Any) -> bool:
+    """Whether `owner` was cut (closed for good)."""
+    return _watcher.is_cut(owner)
 
 
 class _Watcher:
@@ -75,6 +86,9 @@ class _Watcher:
             handle.shut()
             return
         with self._lock:
+            if self.is_cut(owner):  # cut since the check above: cut() did not see this socket
+                handle.shut()
+                return
             token = next(self._tokens)
             self._armed[token] = (at, owner, handle)
             self._by_thread.setdefault(threading.get_ident(), []).append(token)

@@ -172,7 +172,7 @@ class _AroundTheSDKs:
 class OurBatchSpanProcessor(_AroundTheSDKs, SpanProcessor):
     """The SDK's batch span processor, counting what it drops at a full queue from a tally of its queue."""
 
-    def __init__(self, exporter: Any, max_queue_size: int, schedule_delay_millis: float | None = None,
+    def __init__(self, exporter: Any, *, max_queue_size: int, schedule_delay_millis: float | None = None,
                  max_export_batch_size: int | None = None, export_timeout_millis: float | None = None) -> None:
         super().__init__(exporter)
         # The queue's size as our configuration read it (OTEL_BSP_MAX_QUEUE_SIZE or plugins.toml), given to the SDK:
@@ -183,7 +183,8 @@ class OurBatchSpanProcessor(_AroundTheSDKs, SpanProcessor):
                                         export_timeout_millis)
 
     def on_end(self, span: Any) -> None:
-        if span.context.trace_flags.sampled and self.room.add():  # (the SDK's queue takes sampled spans only)
+        sampled = span.context is not None and span.context.trace_flags.sampled  # what the SDK's queue takes
+        if sampled and self.room.add():
             _count_queue_full("traces")
         self.batch.on_end(span)
 
@@ -264,7 +265,7 @@ class OurBatchLogRecordProcessor(_AroundTheSDKs, LogRecordProcessor):
     """The SDK's batch log-record processor, counting what it drops at a full queue; our records thread waits for
     room in its full queue (:class:`_Room`) where any other thread's record drops the oldest."""
 
-    def __init__(self, exporter: Any, max_queue_size: int, schedule_delay_millis: float | None = None,
+    def __init__(self, exporter: Any, *, max_queue_size: int, schedule_delay_millis: float | None = None,
                  max_export_batch_size: int | None = None, export_timeout_millis: float | None = None) -> None:
         super().__init__(exporter)
         self.room = _Room(max_queue_size, (export_timeout_millis or 10_000) / 1000, self._failing)

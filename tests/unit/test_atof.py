@@ -176,6 +176,39 @@ def test_a_stream_endpoint_that_drips_its_answer_costs_one_timeout_per_batch_and
         assert other.longest_drip_s() == 0.0
 
 
+def test_a_retry_after_longer_than_the_timeout_does_not_hold_the_worker():
+    """urllib3 sleeps out a `Retry-After` between tries, and the deadline shuts sockets, not sleeps: a 503 asking
+    for 3 s held the ATOF worker (and its file sinks) 3.4 s past a 0.5 s timeout. The waits end at the deadline."""
+    from tests.harness.fault_servers import FaultServer
+
+    with FaultServer("status", status=503, retry_after="3") as server:
+        url = f"{server.endpoint}/atof"
+        before = health.dropped_at[url]
+        sink = StreamSink(StreamSinkConfig(url=url, timeout_millis=500))
+        started = time.monotonic()
+        sink.write([{"n": 1}])
+        assert time.monotonic() - started < 1.0
+        assert health.dropped_at[url] == before + 1
+        sink.close()
+
+
+def test_a_shutdown_that_cuts_a_slow_stream_is_no_failure_of_the_endpoint(caplog):
+    """The cut is ours: a healthy but slow endpoint is not reported as failing (said once per process, it would hide
+    a real failure later), and a new pipeline streaming to it (a reload) sends at once."""
+    with HttpSink(delay_s=3.0) as slow:
+        processor, provider = _stream_processor(slow.url, 10_000)
+        with provider.get_tracer("t").start_as_current_span("slow"):
+            pass
+        time.sleep(0.2)  # its POST is in flight
+        provider.shutdown()  # 2 s of flush, then the cut
+        assert not health.failed_within(slow.url, 60)
+        assert "cannot export" not in caplog.text
+        sink = StreamSink(StreamSinkConfig(url=slow.url, timeout_millis=10_000))
+        sink.write([{"n": 1}])
+        assert sink.sent == 1
+        sink.close()
+
+
 def test_stream_sink_never_follows_a_redirect_with_its_headers(monkeypatch):
     monkeypatch.setenv("ATOF_TOKEN", "Bearer secret")
     with HttpSink() as elsewhere, HttpSink(status=307, location=elsewhere.url) as redirecting:

@@ -30,7 +30,7 @@ class Stuck(SpanExporter):
 
 def test_a_flush_leaves_out_a_failing_endpoint_whose_worker_is_exporting():
     exporter = Stuck()
-    processor = OurBatchSpanProcessor(exporter, 2048, schedule_delay_millis=1)
+    processor = OurBatchSpanProcessor(exporter, max_queue_size=2048, schedule_delay_millis=1)
     provider = TracerProvider()
     provider.add_span_processor(processor)
     health.failure("traces", ENDPOINT, "connection refused")
@@ -48,7 +48,7 @@ def test_a_flush_leaves_out_a_failing_endpoint_whose_worker_is_exporting():
 def test_a_healthy_endpoint_is_flushed_as_the_sdk_flushes():
     exporter = Stuck()
     exporter.release.set()
-    processor = OurBatchSpanProcessor(exporter, 2048, schedule_delay_millis=60_000)
+    processor = OurBatchSpanProcessor(exporter, max_queue_size=2048, schedule_delay_millis=60_000)
     provider = TracerProvider()
     provider.add_span_processor(processor)
     provider.get_tracer("t").start_span("s").end()

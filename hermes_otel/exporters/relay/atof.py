@@ -258,6 +258,18 @@ class FileSink:
         os.close(self._fd)
 
 
+class _RetryUntilTheDeadline(Retry):
+    """urllib3's retries, whose waits (backoff, a `Retry-After`) end at the request's deadline: the deadline shuts
+    sockets, and a sleep holds none."""
+
+    def sleep(self, response: Any = None) -> None:
+        wait = self.get_backoff_time()
+        if self.respect_retry_after_header and response is not None:
+            wait = self.get_retry_after(response) or wait
+        remaining = deadline.left()
+        time.sleep(min(wait, remaining) if remaining is not None else wait)
+
+
 class StreamSink:
     """Batches POSTed to an HTTP endpoint from the ATOF worker (never the agent's thread), on a `requests.Session`
     with urllib3's `Retry` (backoff, retried statuses, no redirects: headers may hold credentials). Each batch,
@@ -265,8 +277,8 @@ class StreamSink:
     connect nobody answers: :mod:`..deadline`); what it could not send is counted as dropped."""
 
     BATCH = 500
-    RETRY = Retry(total=2, backoff_factor=0.2, status_forcelist=(429, 500, 502, 503, 504),
-                  allowed_methods=frozenset({"POST"}), redirect=0, raise_on_status=False)
+    RETRY = _RetryUntilTheDeadline(total=2, backoff_factor=0.2, status_forcelist=(429, 500, 502, 503, 504),
+                                   allowed_methods=frozenset({"POST"}), redirect=0, raise_on_status=False)
 
     def __init__(self, config: StreamSinkConfig) -> None:
         self._config = config
@@ -284,8 +296,10 @@ class StreamSink:
             self._send(events[start:start + self.BATCH])
 
     def _send(self, batch: list[dict]) -> None:
-        if health.failed_within(self._config.url, LIVE_RETRY_S):  # tried again once every few seconds, not per
-            health.drop("atof", self._config.url, len(batch))  # batch: the file sinks on this worker keep up
+        if deadline.is_cut(self) or health.failed_within(self._config.url, LIVE_RETRY_S):
+            # shut down; or failing, tried again once every few seconds, not per batch (the file sinks on this
+            # worker keep up)
+            health.drop("atof", self._config.url, len(batch))
             return
         policy = self._config.field_name_policy
         events = [rename_fields(e, policy) for e in batch]
@@ -299,6 +313,9 @@ class StreamSink:
             with deadline.until(at, self):
                 response = self._session.post(self._config.url, data=body, allow_redirects=False, timeout=timeout_s)
         except (requests.RequestException, OSError, ValueError) as exc:
+            if deadline.is_cut(self):  # cut by our shutdown: no failure of the endpoint's
+                health.drop("atof", self._config.url, len(batch))
+                return
             reason = "no answer within the timeout" if time.monotonic() >= at else type(exc).__name__
         else:
             if 200 <= response.status_code < 300:
