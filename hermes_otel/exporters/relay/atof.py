@@ -296,11 +296,21 @@ class StreamSink:
             self._send(events[start:start + self.BATCH])
 
     def _send(self, batch: list[dict]) -> None:
-        if deadline.is_cut(self) or health.failed_within(self._config.url, LIVE_RETRY_S):
-            # shut down; or failing, tried again once every few seconds, not per batch (the file sinks on this
-            # worker keep up)
-            health.drop("atof", self._config.url, len(batch))
+        reason = self._post(batch)
+        if reason is None:
+            self.sent += len(batch)
+            health.success(self._config.url)
             return
+        if reason:  # (empty: not sent on purpose, or cut by our shutdown: no failure of the endpoint's)
+            health.failure("atof", self._config.url, reason)
+        health.drop("atof", self._config.url, len(batch))
+
+    def _post(self, batch: list[dict]) -> str | None:
+        """Why `batch` was not delivered (None: it was)."""
+        # Shut down; or failing: tried again once every few seconds, not per batch (the file sinks on this worker
+        # keep up).
+        if deadline.is_cut(self) or health.failed_within(self._config.url, LIVE_RETRY_S):
+            return ""
         policy = self._config.field_name_policy
         events = [rename_fields(e, policy) for e in batch]
         if self._config.transport == "ndjson":
@@ -313,18 +323,10 @@ class StreamSink:
             with deadline.until(at, self):
                 response = self._session.post(self._config.url, data=body, allow_redirects=False, timeout=timeout_s)
         except (requests.RequestException, OSError, ValueError) as exc:
-            if deadline.is_cut(self):  # cut by our shutdown: no failure of the endpoint's
-                health.drop("atof", self._config.url, len(batch))
-                return
-            reason = "no answer within the timeout" if time.monotonic() >= at else type(exc).__name__
-        else:
-            if 200 <= response.status_code < 300:
-                self.sent += len(batch)
-                health.success(self._config.url)
-                return
-            reason = f"HTTP {response.status_code}"
-        health.failure("atof", self._config.url, reason)
-        health.drop("atof", self._config.url, len(batch))
+            if deadline.is_cut(self):
+                return ""
+            return "no answer within the timeout" if time.monotonic() >= at else type(exc).__name__
+        return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
     def interrupt(self) -> None:
         """Shutdown: the POST in flight ends now, and no other starts (their events are counted as dropped)."""
