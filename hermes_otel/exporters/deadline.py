@@ -28,29 +28,29 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
-_local = threading.local()  # .at (monotonic deadline) and .owner of the export running on this thread
+from .health import current  # .at and .export (the owner) of the export running on this thread
 
 
 @contextlib.contextmanager
 def until(at: float, owner: Any) -> Iterator[None]:
     """Within: every socket our sessions use on this thread is shut down at monotonic time `at` (or by cut(owner))."""
-    _local.at, _local.owner = at, owner
+    current.at, current.export = at, owner
     try:
         yield
     finally:
-        _local.at = _local.owner = None
+        current.at = current.export = None
         _watcher.disarm(threading.get_ident())
 
 
 def expired() -> bool:
     """Whether this thread's export is past its deadline."""
-    at = getattr(_local, "at", None)
+    at = getattr(current, "at", None)
     return at is not None and time.monotonic() >= at
 
 
 def left() -> float | None:
     """Seconds left before this thread's export's deadline (None: no export is running on it)."""
-    at = getattr(_local, "at", None)
+    at = getattr(current, "at", None)
     return None if at is None else max(at - time.monotonic(), 0.0)
 
 
@@ -78,7 +78,7 @@ class _Watcher:
         return owner is not None and owner in self._cut
 
     def arm(self, sock: socket.socket) -> None:
-        at, owner = getattr(_local, "at", None), getattr(_local, "owner", None)
+        at, owner = getattr(current, "at", None), getattr(current, "export", None)
         if at is None or sock is None:
             return
         handle = _Handle(sock)
@@ -176,7 +176,7 @@ class _Armed:
     source_address: Any
 
     def _new_conn(self) -> socket.socket:
-        at, owner = getattr(_local, "at", None), getattr(_local, "owner", None)
+        at, owner = getattr(current, "at", None), getattr(current, "export", None)
         if at is None:
             return super()._new_conn()  # type: ignore[misc]
         error: Exception | None = None

@@ -35,7 +35,10 @@ from ..redaction.masking import OTLP_EXPORTER_LOGGERS, mask_url
 
 LIVE_RETRY_S = 5.0  # while an endpoint fails, how often an exporter's thread tries it again
 
-current = threading.local()  # .export: who exports (.signal, .report(record)) while one of our exports runs
+# The export of ours running on this thread: .export (its owner: the SDK's warnings inside it stay at DEBUG) and .at
+# (its deadline: deadline.py); .flushing (a flush runs: delivery.py); .room_until (the records thread may wait for
+# queue room until then: _Room).
+current = threading.local()
 
 
 class ExportHealth:
@@ -49,6 +52,11 @@ class ExportHealth:
         self.spooled_to: dict[str, str] = {}  # endpoint -> the spool directory that keeps what it cannot take
         self.not_taken: dict[str, str] = {}  # endpoint -> why it does not take its signal (for the rest of the run)
         self.left_at_exit: Counter[tuple[str, str]] = Counter()  # (signal, endpoint) -> items spooled at shutdown
+        # What this process did with the spool, in batches (the `hermes.otel.spool.*` counters): by signal, and
+        # evicted by (signal, reason)
+        self.spooled: Counter[str] = Counter()
+        self.replayed: Counter[str] = Counter()
+        self.evicted: Counter[tuple[str, str]] = Counter()
 
     def drop(self, signal: str, endpoint: str, count: int) -> None:
         self.dropped[signal] += count

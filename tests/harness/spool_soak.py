@@ -42,8 +42,8 @@ def main(home: Path, turns: int) -> dict:
 
     from hermes_otel import telemetry
     from hermes_otel.config import load_settings
+    from hermes_otel.exporters.health import health
     from hermes_otel.exporters.spool import delivery
-    from hermes_otel.exporters.spool.store import stats
 
     toml = home / "plugins.toml"
     toml.write_text('[[components]]\nkind = "hermes_otel"\n[components.config]\nspool_max_mb = 1\n')
@@ -92,7 +92,7 @@ def main(home: Path, turns: int) -> dict:
         "max_bytes": settings.spool_max_bytes, "disk_max": max(s for s, _ in sizes), "largest_file": max(
             [m for _, m in sizes] + [largest]), "disk_end": total,
         "old_left": sorted(p.name for p in old.iterdir() if p.name.startswith(f"{int(eight_days_ago * 1e9)}"[:10])),
-        "spooled": dict(stats.spooled), "evicted": {f"{s}/{r}": n for (s, r), n in stats.evicted.items()},
+        "spooled": dict(health.spooled), "evicted": {f"{s}/{r}": n for (s, r), n in health.evicted.items()},
     }
 
 

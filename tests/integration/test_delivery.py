@@ -49,7 +49,6 @@ def test_a_collector_dripping_its_answer_over_40_session_ends(llm, monkeypatch, 
     from hermes_cli.plugins import get_plugin_manager
 
     from hermes_otel.exporters.health import health
-    from hermes_otel.exporters.spool.store import stats
 
     caplog.set_level(logging.INFO, logger="hermes_otel")
     with FaultServer("drip", delay_s=3.0) as server:
@@ -73,7 +72,7 @@ def test_a_collector_dripping_its_answer_over_40_session_ends(llm, monkeypatch, 
     assert not [t for t in settled if t.name == "hermes-otel-flush"], [t.name for t in settled]
     assert rss[-1] - rss[9] < 30, rss
     assert sum(health.dropped.values()) == dropped_before  # nothing dropped behind a stuck export
-    assert stats.spooled["traces"] > 0  # what the collector did not take waits in the spool
+    assert health.spooled["traces"] > 0  # what the collector did not take waits in the spool
 
 
 @pytest.mark.parametrize("backend", ["phoenix", "mlflow"])

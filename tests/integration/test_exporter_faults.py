@@ -107,7 +107,6 @@ def test_exporter_fault(fault, llm, receiver, monkeypatch, caplog, baseline_turn
     from hermes_otel import runtime
     from hermes_otel._internal import log as _log
     from hermes_otel.exporters.health import health
-    from hermes_otel.exporters.spool.store import stats
 
     # A dead collector is said once per process and per address; an earlier test's dead collector may have had
     # this port (the OS reuses them), so this test's first failure starts from a process that has seen none.
@@ -119,7 +118,7 @@ def test_exporter_fault(fault, llm, receiver, monkeypatch, caplog, baseline_turn
         caplog.set_level(logging.DEBUG)
         traces_url, logs_url = f"{endpoint}/v1/traces", f"{endpoint}/v1/logs"
         before_total = health.dropped["traces"]
-        spooled_before = stats.spooled["traces"]
+        spooled_before = health.spooled["traces"]
         if fault.startswith("blackhole_queue_full"):  # one span per export: the 8 spans of two turns overflow
             for processor in ("BSP", "BLRP"):  # both signals' queues (each processor has its own variables)
                 monkeypatch.setenv(f"OTEL_{processor}_MAX_QUEUE_SIZE", "2")

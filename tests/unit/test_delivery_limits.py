@@ -24,7 +24,7 @@ from hermes_otel.config import OTLPTarget
 from hermes_otel.exporters.file.otlp_json import encode_spans_json
 from hermes_otel.exporters.health import health
 from hermes_otel.exporters.spool.resend import send_all
-from hermes_otel.exporters.spool.store import Spool, endpoint_key, stats
+from hermes_otel.exporters.spool.store import Spool, endpoint_key
 from tests.harness.extras import needs_grpc
 from tests.harness.fault_servers import FaultServer
 from tests.unit.test_spool_store import otlp_traces, wait_until
@@ -55,7 +55,7 @@ def test_a_body_limit_splits_a_batch_by_bytes_and_removes_only_the_span_over_it(
     caplog.set_level(logging.INFO, logger="hermes_otel")
     batch = sized_spans([15_462, 3_000, 3_000, 2_000, 2_000, 2_000, 6_000, 4_000, 2_000, 1_000, 1_000, 40_000])
     spool = Spool(tmp_path / "spool", 1 << 24, 86400)
-    rejected = stats.evicted[("traces", "rejected")]
+    rejected = health.evicted[("traces", "rejected")]
     with FaultServer("limit", limit=LIMIT) as proxy:
         url = f"{proxy.endpoint}/v1/traces"
         exporter = otlp_traces(url, spool, timeout=5.0)
@@ -70,7 +70,7 @@ def test_a_body_limit_splits_a_batch_by_bytes_and_removes_only_the_span_over_it(
     assert sorted(names_taken(proxy)) == sorted(f"chat {n}" for n in range(11))  # all but the 40 KB one
     assert all(len(body) <= LIMIT for _, body in proxy.taken)
     assert (report.sent, report.items) == (1, 11) and spool.entries() == []
-    assert stats.evicted[("traces", "rejected")] == rejected + 1
+    assert health.evicted[("traces", "rejected")] == rejected + 1
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert sum("refused a traces batch (HTTP 413); it is kept in the spool" in m and "sent again in smaller parts"
                in m for m in said) == 1
@@ -90,12 +90,12 @@ def test_a_grpc_message_limit_splits_a_spooled_batch_until_every_span_is_taken(t
         spool = Spool(tmp_path / "spool", 1 << 24, 86400)
         key = endpoint_key("grpc", collector.endpoint)
         spool.put("traces", key, [encode_spans_json(batch)])
-        rejected = stats.evicted[("traces", "rejected")]
+        rejected = health.evicted[("traces", "rejected")]
         report = send_all(spool, {("traces", key): OTLPTarget(collector.endpoint, "grpc", {}, 2.0, "none")})
         taken = collector.wait_for_spans(lambda s: len(s) == 24)
     assert sorted(s.name for s in taken) == sorted(f"chat {n}" for n in range(24))
     assert (report.sent, report.items, report.rejected) == (1, 24, 0) and spool.entries() == []
-    assert stats.evicted[("traces", "rejected")] == rejected
+    assert health.evicted[("traces", "rejected")] == rejected
 
 
 @pytest.mark.parametrize("status", [404, 405, 501])

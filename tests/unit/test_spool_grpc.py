@@ -19,7 +19,7 @@ from hermes_otel.exporters.file.otlp_json import encode_logs_json, encode_metric
 from hermes_otel.exporters.health import health
 from hermes_otel.exporters.spool import delivery
 from hermes_otel.exporters.spool.resend import Resender, SendReport, send_all, targets_of
-from hermes_otel.exporters.spool.store import Spool, endpoint_key, stats
+from hermes_otel.exporters.spool.store import Spool, endpoint_key
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 from tests.harness.otlp_grpc_receiver import OTLPGrpcReceiver
 from tests.unit.test_hostile_config import within
@@ -172,7 +172,7 @@ def _send_to_a_collector_refusing_it(tmp_path: Path, empty_ok: bool, count: int 
         spool = Spool(tmp_path / "spool", 1 << 20, 86400)
         key = endpoint_key("grpc", receiver.endpoint)
         spool.put("traces", key, [encode_spans_json(spans(count))])
-        before = stats.evicted[("traces", "rejected")]
+        before = health.evicted[("traces", "rejected")]
         report = send_all(spool, {("traces", key): OTLPTarget(receiver.endpoint, "grpc", {}, 2.0, "none")})
         return receiver, report, spool, before
 
@@ -184,7 +184,7 @@ def test_a_grpc_batch_a_live_endpoint_refuses_is_removed_and_counted(tmp_path: P
     receiver, report, spool, before = _send_to_a_collector_refusing_it(tmp_path, empty_ok=True, count=1)
     assert (receiver.refused, receiver.empty) == (2, 2)  # "twice", as docs/reliability.md says
     assert report.rejected == 1 and spool.entries() == []
-    assert stats.evicted[("traces", "rejected")] == before + 1
+    assert health.evicted[("traces", "rejected")] == before + 1
     assert sum("refused 1 span(s) of a spooled traces batch one by one (gRPC: refused 2 times by an endpoint that "
                "takes other requests)" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING) == 1
 
@@ -193,7 +193,7 @@ def test_a_refused_grpc_batch_is_split_before_anything_is_removed(tmp_path: Path
     """Five spans the endpoint refuses one by one: four splits (one refusal each), then each span refused twice."""
     receiver, report, spool, before = _send_to_a_collector_refusing_it(tmp_path, empty_ok=True, count=5)
     assert (receiver.refused, receiver.empty) == (4 + 5 * 2, 4 + 5 * 2)
-    assert report.rejected == 1 and spool.entries() == [] and stats.evicted[("traces", "rejected")] == before + 5
+    assert report.rejected == 1 and spool.entries() == [] and health.evicted[("traces", "rejected")] == before + 5
 
 
 def test_a_grpc_endpoint_that_refuses_everything_keeps_the_batch(tmp_path: Path) -> None:
@@ -202,7 +202,7 @@ def test_a_grpc_endpoint_that_refuses_everything_keeps_the_batch(tmp_path: Path)
     receiver, report, spool, before = _send_to_a_collector_refusing_it(tmp_path, empty_ok=False)
     assert (receiver.refused, receiver.empty) == (2, 0)  # the batch, then the empty probe
     assert (report.sent, report.rejected, report.failed) == (0, 0, 1) and len(spool.entries()) == 1
-    assert stats.evicted[("traces", "rejected")] == before
+    assert health.evicted[("traces", "rejected")] == before
 
 
 def test_at_exit_a_failed_grpc_attempt_is_spooled_at_the_deadline_not_retried(tmp_path: Path) -> None:

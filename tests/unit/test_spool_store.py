@@ -36,7 +36,7 @@ from hermes_otel.exporters.session import NOT_TAKEN, REFUSED
 from hermes_otel.exporters.spool import delivery
 from hermes_otel.exporters.spool.decode import pieces
 from hermes_otel.exporters.spool.resend import send_all
-from hermes_otel.exporters.spool.store import Spool, endpoint_key, read_requests, stats
+from hermes_otel.exporters.spool.store import Spool, endpoint_key, read_requests
 from tests.harness.extras import needs_grpc
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 from tests.harness.otlp_receiver import OTLPReceiver
@@ -159,14 +159,14 @@ def test_a_batch_is_removed_only_once_the_endpoint_acknowledged_it(tmp_path: Pat
     spool, targets, batch = _spooled(tmp_path, url)
     report = send_all(spool, targets)
     assert (report.sent, report.failed) == (0, 1) and len(spool.entries()) == 1  # down: kept
-    replayed = stats.replayed["traces"]
+    replayed = health.replayed["traces"]
     with OTLPReceiver(port=int(base.rsplit(":", 1)[1])) as receiver:
         report = send_all(spool, targets)
         assert (report.sent, report.items) == (1, 5)
         got = receiver.wait_for_spans(lambda s: len(s) == 5)
     assert sorted(s.span_id for s in got) == sorted(f"{s.context.span_id:016x}" for s in batch)
     assert receiver.headers[-1]["content-type"] == "application/x-protobuf"
-    assert spool.entries() == [] and stats.replayed["traces"] == replayed + 1
+    assert spool.entries() == [] and health.replayed["traces"] == replayed + 1
 
 
 @needs_grpc
@@ -218,13 +218,13 @@ KEPT_GRPC = ("UNAVAILABLE", "RESOURCE_EXHAUSTED", "UNAUTHENTICATED", "PERMISSION
 def test_a_batch_answered_with_any_other_http_error_is_kept(tmp_path: Path, status: int) -> None:
     with FaultServer("status", status=status) as server:
         spool, targets, _ = _spooled(tmp_path, f"{server.endpoint}/v1/traces")
-        before = stats.evicted[("traces", "rejected")]
+        before = health.evicted[("traces", "rejected")]
         report = send_all(spool, targets)
         # it reached the endpoint, which answered `status` (429, 502, 503, 504: the SDK exporter retried it)
         assert server.count("/v1/traces") >= 1
     assert (report.sent, report.rejected, report.failed) == (0, 0, 1)
     assert report.problems == {f"{server.endpoint}/v1/traces": f"HTTP {status}"}
-    assert len(spool.entries()) == 1 and stats.evicted[("traces", "rejected")] == before
+    assert len(spool.entries()) == 1 and health.evicted[("traces", "rejected")] == before
 
 
 @pytest.mark.parametrize("status", REMOVED_HTTP)
@@ -233,11 +233,11 @@ def test_a_batch_the_endpoint_refuses_is_split_down_to_the_items_it_refuses_alon
     with FaultServer("status", status=status) as server:
         url = f"{server.endpoint}/v1/traces"
         spool, targets, _ = _spooled(tmp_path, url)
-        before = stats.evicted[("traces", "rejected")]
+        before = health.evicted[("traces", "rejected")]
         report = send_all(spool, targets)
         assert server.count("/v1/traces") == 9  # 5 spans: 4 splits, then each span alone
     assert report.rejected == 1 and spool.entries() == []
-    assert stats.evicted[("traces", "rejected")] == before + 5
+    assert health.evicted[("traces", "rejected")] == before + 5
     why = "HTTP 413: larger than the endpoint takes" if status == 413 else f"HTTP {status}"
     assert sum(f"refused 5 span(s) of a spooled traces batch one by one ({why})" in r.getMessage()
                for r in caplog.records) == 1
@@ -248,9 +248,9 @@ def test_a_spooled_batch_for_an_endpoint_that_does_not_take_its_signal_is_remove
     with FaultServer("status", status=status) as server:
         url = f"{server.endpoint}/v1/traces"
         spool, targets, _ = _spooled(tmp_path, url)
-        before = stats.evicted[("traces", "not_taken")]
+        before = health.evicted[("traces", "not_taken")]
         report = send_all(spool, targets)
-    assert report.rejected == 1 and spool.entries() == [] and stats.evicted[("traces", "not_taken")] == before + 1
+    assert report.rejected == 1 and spool.entries() == [] and health.evicted[("traces", "not_taken")] == before + 1
     assert health.not_taken.pop(url) == f"HTTP {status}"
 
 
@@ -316,11 +316,11 @@ def test_caps_evict_the_oldest_first_and_count_them(tmp_path: Path) -> None:
     assert [e.created_ns for e in entries] == sorted(e.created_ns for e in entries)
     old = entries[0]
     os.utime(old.path, (time.time() - 7200, time.time() - 7200))  # two hours old, the cap is one
-    size, age = stats.evicted[("logs", "size")], stats.evicted[("logs", "age")]
+    size, age = health.evicted[("logs", "size")], health.evicted[("logs", "age")]
     spool.max_bytes = 2 * entries[-1].size + 10  # room for two
     assert spool.enforce_caps() == {"age": 1, "size": 1}
     assert [e.path for e in spool.entries()] == [e.path for e in entries[2:]]  # the two newest kept
-    assert (stats.evicted[("logs", "size")], stats.evicted[("logs", "age")]) == (size + 1, age + 1)
+    assert (health.evicted[("logs", "size")], health.evicted[("logs", "age")]) == (size + 1, age + 1)
     assert spool.bytes_by_signal() == {"traces": 0, "logs": sum(e.size for e in entries[2:]), "metrics": 0}
 
 
@@ -671,9 +671,9 @@ def test_the_spool_leaves_a_free_space_floor_to_the_local_record(tmp_path: Path,
     first = spool.put("traces", "0" * 16, [data])
     disk = _Disk(100 << 20, (10 << 20) + first - 1)  # the next batch would cut into the floor
     monkeypatch.setattr(store.os, "statvfs", disk.statvfs)
-    before = stats.evicted[("traces", "disk")]
+    before = health.evicted[("traces", "disk")]
     spool.put("traces", "0" * 16, [data])  # room made: the oldest batch evicted
-    assert len(spool.entries()) == 1 and stats.evicted[("traces", "disk")] == before + 1
+    assert len(spool.entries()) == 1 and health.evicted[("traces", "disk")] == before + 1
     spool.entries()[0].path.unlink()  # nothing of the spool's left to give back
     disk.free = (10 << 20) - 1  # and the disk already below the floor (the local record's growth)
     with pytest.raises(OSError) as full:
@@ -693,16 +693,16 @@ def test_the_background_sender_enforces_the_caps_with_nothing_new_written(tmp_pa
     spool.put("logs", key, [encode_logs_json(log_records())])
     (old,) = spool.entries()
     os.utime(old.path, (time.time() - 7200, time.time() - 7200))  # two hours old, the cap is one
-    before = stats.evicted[("logs", "age")]
+    before = health.evicted[("logs", "age")]
     sender = Resender()
     sender.serve(spool, {("logs", key): target})
     try:
         deadline = time.monotonic() + 5
-        while stats.evicted[("logs", "age")] == before and time.monotonic() < deadline:
+        while health.evicted[("logs", "age")] == before and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         sender.stop(time.monotonic() + 2)
-    assert spool.entries() == [] and stats.evicted[("logs", "age")] == before + 1
+    assert spool.entries() == [] and health.evicted[("logs", "age")] == before + 1
 
 
 @pytest.mark.parametrize("fault, expected", [("refused", "connection refused"), ("unresolvable", "name not resolved"),

@@ -147,16 +147,13 @@ class _Spooling:
         """The SDK export on this thread, ended at the export timeout whatever the collector does (deadline.py).
         Returns (result, acknowledged, why not), or the exception it raised."""
         session = self.session
-        current.export = self  # the SDK's retry warnings in our exports stay at DEBUG (health.py)
         try:
-            with deadline.until(time.monotonic() + self.timeout_s, self):
+            with deadline.until(time.monotonic() + self.timeout_s, self):  # (its SDK warnings stay at DEBUG: health.py)
                 result = self.inner.export(*args, **kwargs)
             return result, session is None or session.acknowledged(), (
                 session.last_failure() if session is not None else None)
         except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the processor's thread
             return exc
-        finally:
-            current.export = None
 
     def attempt_failed(self, why: str) -> None:
         """Our session saw a request fail (before the SDK's retry backoff): one health report (none for what

@@ -33,9 +33,9 @@ from typing import Any
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
 from .. import deadline
-from ..health import current, health, install_log_filter
+from ..health import health, install_log_filter
 from ..session import NOT_TAKEN, REFUSED
-from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, item_count, stats
+from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, item_count
 
 # Our own generator: the sender thread never moves the process-wide `random` state under someone else.
 _JITTER = random.Random()
@@ -101,7 +101,7 @@ def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, exporters: E
             return Outcome("retry", items, outcome.detail, outcome.retry_after_s, bad + requests.bad)
         if outcome.kind == "not_taken":  # nor will it ever: removed, said once (health.not_taking)
             spool.remove(entry)
-            stats.evicted[(entry.signal, "not_taken")] += 1
+            health.evicted[(entry.signal, "not_taken")] += 1
             health.not_taking(entry.signal, target.endpoint, outcome.detail)
             return Outcome("rejected", 0, outcome.detail)
         taken = count - (sum(n for n, _ in removed) - before)
@@ -112,19 +112,19 @@ def _send_claimed(spool: Spool, entry: Entry, fd: int, target: Any, exporters: E
                   per_process=True)
     spool.remove(entry)
     if removed:
-        stats.evicted[(entry.signal, "rejected")] += len(removed)
+        health.evicted[(entry.signal, "rejected")] += len(removed)
         _log.once(f"spool-rejected:{target.endpoint}", "hermes-otel: %s refused %d %s of a spooled %s batch one by "
                   "one (%s); %s removed and counted in hermes.otel.spool.evicted, the other %d delivered (repeats "
                   "are logged at DEBUG)", mask_url(target.endpoint), sum(n for n, _ in removed),
                   _ITEMS[entry.signal], entry.signal, removed[-1][1], "it was" if len(removed) == 1 else "they were",
                   items, per_process=True)
     if delivered:
-        stats.replayed[entry.signal] += 1
+        health.replayed[entry.signal] += 1
         return Outcome("sent", items, bad_lines=bad + requests.bad)
     if removed:
         return Outcome("rejected", 0, removed[-1][1], bad_lines=bad + requests.bad)
     detail = "no line could be converted" if bad else "no readable request"
-    stats.evicted[(entry.signal, "unreadable")] += 1
+    health.evicted[(entry.signal, "unreadable")] += 1
     _log.once("spool-unreadable", "hermes-otel: removed the spooled %s batch %s: it cannot be sent (%s); "
               "counted in hermes.otel.spool.evicted (repeats are logged at DEBUG)", entry.signal,
               entry.path.name, detail, per_process=True)
@@ -261,14 +261,11 @@ def _why(status: int) -> str:
 
 def _send(exporter: Any, session: Any, batch: Any, timeout_s: float) -> tuple[bool, str | None]:
     """(delivered, why not: an exception's name, or what our session saw; None when the exporter said FAILURE)."""
-    current.export = _RESENDING
     try:
         with deadline.until(time.monotonic() + timeout_s, _RESENDING):
             result = exporter.export(batch)
     except Exception as exc:  # noqa: BLE001 - an exporter bug keeps the batch for later
         return False, f"{type(exc).__name__}: {exc}"[:200]
-    finally:
-        current.export = None
     if getattr(result, "name", "") == "SUCCESS" and (session is None or session.acknowledged()):
         return True, None
     return False, session.last_failure() if session is not None else None

@@ -43,6 +43,7 @@ from typing import Any
 
 from ..._internal import log as _log
 from ...config.files import not_regular
+from ..health import health
 from ..private import ensure_dir
 
 SIGNALS = ("traces", "logs", "metrics")
@@ -113,21 +114,6 @@ def _kind(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else not_regular(mode)
 
 
-@dataclass
-class Stats:
-    """What this process did with the spool (the `hermes.otel.spool.*` counters)."""
-
-    spooled: Counter[str]
-    replayed: Counter[str]
-    evicted: Counter[tuple[str, str]]  # (signal, reason)
-
-    def __init__(self) -> None:
-        self.spooled, self.replayed, self.evicted = Counter(), Counter(), Counter()
-
-
-stats = Stats()
-
-
 class Spool:
     """One spool directory; thread-safe; shared with other processes through the file system."""
 
@@ -164,7 +150,7 @@ class Spool:
             raise
         os.close(fd)
         os.rename(temporary, folder / name)
-        stats.spooled[signal] += 1
+        health.spooled[signal] += 1
         with self._lock:
             self._bytes[signal] += len(data)
             due = sum(self._bytes.values()) > self.max_bytes or time.monotonic() - self._scanned_at >= RESCAN_S
@@ -264,7 +250,7 @@ class Spool:
                 self.remove(entry)
         except NotABatch:
             return False
-        stats.evicted[(entry.signal, reason)] += 1
+        health.evicted[(entry.signal, reason)] += 1
         return True
 
     # -- caps ----------------------------------------------------------------------------------------
@@ -446,17 +432,17 @@ def observe(meter_provider: Any, spool: Spool | None, scope: str, signal_attr: s
         return [Observation(counts.get(signal, 0), {signal_attr: signal}) for signal in SIGNALS]
 
     def evicted(options: Any) -> list[Observation]:
-        return [Observation(stats.evicted.get((signal, reason), 0), {signal_attr: signal, REASON_ATTR: reason})
+        return [Observation(health.evicted.get((signal, reason), 0), {signal_attr: signal, REASON_ATTR: reason})
                 for signal in SIGNALS for reason in REASONS]
 
     meter.create_observable_gauge(
         "hermes.otel.spool.size", callbacks=[lambda options: per_signal(spool.bytes_by_signal())], unit="By",
         description="Bytes of undelivered telemetry waiting in the spool, by signal")
     meter.create_observable_counter(
-        "hermes.otel.spool.spooled", callbacks=[lambda options: per_signal(stats.spooled)], unit="{batch}",
+        "hermes.otel.spool.spooled", callbacks=[lambda options: per_signal(health.spooled)], unit="{batch}",
         description="Batches this process wrote to the spool, by signal")
     meter.create_observable_counter(
-        "hermes.otel.spool.replayed", callbacks=[lambda options: per_signal(stats.replayed)], unit="{batch}",
+        "hermes.otel.spool.replayed", callbacks=[lambda options: per_signal(health.replayed)], unit="{batch}",
         description="Spooled batches this process re-sent and the endpoint acknowledged, by signal")
     meter.create_observable_counter(
         "hermes.otel.spool.evicted", callbacks=[evicted], unit="{batch}",
