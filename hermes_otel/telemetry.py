@@ -404,7 +404,7 @@ def _atof_processor(settings: Settings):
             sinks.append(FileSink(config) if hasattr(config, "output_directory") else StreamSink(config))
         except OSError as exc:
             _log.logger.error("hermes-otel: ATOF sink %r not started: %s", config.name, exc)
-    return AtofSpanProcessor(sinks, settings.atof_full_payloads) if sinks else None
+    return AtofSpanProcessor(sinks) if sinks else None  # (full payloads: content put on the spans, runtime.py)
 
 
 def _pull_reader(settings: Settings):

@@ -29,12 +29,16 @@ class Untrusted(Unreadable):
 TRUSTED = "a file only this user can change (owned by this user, not writable by others)"
 
 
+def not_ours(st: os.stat_result) -> str | None:
+    """None when `st` belongs to this user (or the platform has no uids), else whose it is."""
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    return None if uid is None or st.st_uid == uid else f"owned by uid {st.st_uid}, not by this user (uid {uid})"
+
+
 def untrusted(st: os.stat_result) -> str | None:
     """None when only this user can change the file, else why not."""
-    geteuid = getattr(os, "geteuid", None)
-    uid = geteuid() if geteuid else None
-    if uid is not None and st.st_uid != uid:
-        return f"owned by uid {st.st_uid}, not by this user (uid {uid})"
+    if owner := not_ours(st):
+        return owner
     if st.st_mode & stat.S_IWOTH:
         return f"writable by others (mode {st.st_mode & 0o777:o})"
     return None

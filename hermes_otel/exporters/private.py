@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 
 from .._internal import log as _log
+from ..config.files import not_ours as _whose
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -22,17 +23,6 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 class UnsafePath(PermissionError):
     """A directory or file we refuse to write to; the message says why and what to do."""
-
-
-def _uid() -> int | None:
-    getuid = getattr(os, "geteuid", None)
-    return getuid() if getuid else None
-
-
-def _whose(st: os.stat_result) -> str | None:
-    """None when `st` is ours, else who owns it."""
-    uid = _uid()
-    return None if uid is None or st.st_uid == uid else f"owned by uid {st.st_uid}, not by this user (uid {uid})"
 
 
 FILES_HINT = "set file.directory to a directory of your own; see `hermes-otel config keys`"
@@ -70,19 +60,10 @@ def open_file(path: Path, flags: int, siblings: tuple[str, ...] = ()) -> tuple[i
     `siblings` file (one another user owns, a link) refuses the whole directory: no file of ours is written there."""
     path = Path(path)
     ensure_dir(path.parent)
-    why = _names_problem(path.parent, tuple(name for name in siblings if name != path.name))
+    # the file itself checked before the open too: O_TRUNC must not touch someone else's file
+    why = _names_problem(path.parent, (*(name for name in siblings if name != path.name), path.name))
     if why:
         raise _refuse(path.parent, why)
-    try:  # checked before the open too: O_TRUNC must not touch someone else's file
-        before = os.lstat(path)
-    except FileNotFoundError:
-        before = None
-    if before is not None and (stat.S_ISLNK(before.st_mode) or _whose(before) or not stat.S_ISREG(before.st_mode)):
-        if stat.S_ISLNK(before.st_mode):
-            kind = "a symbolic link, not followed"
-        else:
-            kind = _whose(before) or "not a regular file"
-        raise _refuse(path.parent, f"{path.name} is {kind}")
     try:
         fd = os.open(path, flags | _NOFOLLOW, FILE_MODE)
     except OSError:

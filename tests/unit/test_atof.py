@@ -52,9 +52,9 @@ def scenario(tracer) -> None:
             tool.set_status(Status(StatusCode.ERROR, "boom"))
 
 
-def run_ours(tmp_path, full_payloads=False):
+def run_ours(tmp_path):
     sink = FileSink(FileSinkConfig(output_directory=str(tmp_path), filename="ours.jsonl", mode="overwrite"))
-    processor = AtofSpanProcessor([sink], full_payloads)
+    processor = AtofSpanProcessor([sink])
     provider = TracerProvider()
     provider.add_span_processor(processor)
     scenario(provider.get_tracer("t"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import logging
 import os
 import re
 import threading
@@ -19,43 +18,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
-from opentelemetry.sdk.metrics.export import (
-    AggregationTemporality,
-    MetricExporter,
-    MetricExportResult,
-    MetricsData,
-)
-from opentelemetry.sdk.metrics.view import Aggregation
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from ..._internal.log import logger as _logger
 from ..private import UnsafePath
 from ..private import open_file as open_private
-from .otlp_json import (
-    encode_logs_json,
-    encode_metrics_json,
-    encode_spans_json,
-)
+from .otlp_json import encode_logs_json, encode_metrics_json, encode_spans_json
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord
 
-__all__ = [
-    "DEFAULT_BACKUPS",
-    "DEFAULT_MAX_BYTES",
-    "JsonFileLogExporter",
-    "JsonFileMetricExporter",
-    "JsonFileSpanExporter",
-    "RotatingJsonLinesWriter",
-    "file_paths",
-]
-
-DEFAULT_MAX_BYTES = 20 * 1024 * 1024
-DEFAULT_BACKUPS = 3
-
-_OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-
-_logger = logging.getLogger("hermes_otel")
+_OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT  # os.open makes every descriptor close-on-exec (PEP 446)
 
 
 SIGNAL_FILES = ("traces.jsonl", "logs.jsonl", "metrics.jsonl")
@@ -88,12 +63,7 @@ class RotatingJsonLinesWriter:
     start-up.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        backups: int = DEFAULT_BACKUPS,
-    ) -> None:
+    def __init__(self, path: Path, max_bytes: int = 20 * 1024 * 1024, backups: int = 3) -> None:  # config's defaults
         if max_bytes <= 0:
             raise ValueError("max_bytes must be positive")
         if backups < 0:
@@ -109,10 +79,6 @@ class RotatingJsonLinesWriter:
     @property
     def path(self) -> Path:
         return self._path
-
-    @property
-    def lock_path(self) -> Path:
-        return self._path.with_name(f".{self._path.name}.lock")
 
     def write(self, obj: dict[str, Any]) -> None:
         """Append ``obj`` as one JSON line. Raises ``OSError`` on I/O failure."""
@@ -158,7 +124,7 @@ class RotatingJsonLinesWriter:
     def _rotate(self, incoming: int) -> int:
         """Under the lock: rotate the current file if it is still the full one we saw, else take the one another
         process started. Returns the descriptor to append to."""
-        lock_fd, _ = open_private(self.lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0))
+        lock_fd, _ = open_private(self._path.with_name(f".{self._path.name}.lock"), os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             fd = self._current_fd()  # re-checked under the lock: another process may have rotated meanwhile
@@ -176,7 +142,7 @@ class RotatingJsonLinesWriter:
             _remove(self._path)
             return
         counted = _read_counter(lock_fd)
-        generation = (counted if counted is not None else self._highest_backup()) + 1
+        generation = (counted if counted is not None else max((n for n, _ in self._backups_found()), default=0)) + 1
         try:
             os.rename(self._path, self._backup(generation))
         except FileNotFoundError:
@@ -196,9 +162,6 @@ class RotatingJsonLinesWriter:
             if match:
                 found.append((int(match.group(1)), child))
         return found
-
-    def _highest_backup(self) -> int:
-        return max((n for n, _ in self._backups_found()), default=0)
 
     def _keep_newest(self) -> None:
         def newest_first(item: tuple[int, Path]) -> tuple[float, int]:
@@ -241,40 +204,39 @@ def _remove(path: Path) -> None:
         pass
 
 
-class _SafeSink:
-    """Encodes and writes one batch, turning every failure into ``False``.
+class _FileExporter:
+    """Encodes and writes one batch per export, turning every failure into FAILURE (never raising into the SDK).
 
     The first failure is logged at WARNING and later ones at DEBUG, so a full
     disk does not flood the log, nor loop if hermes_otel's own log records are
     themselves exported.
     """
 
-    def __init__(self, writer: RotatingJsonLinesWriter, signal: str) -> None:
-        self.writer = writer
-        self._signal = signal
-        self._warned = False
-        self.shut_down = False
+    _signal = ""
 
-    def emit(self, encode: Callable[[], dict[str, Any]]) -> bool:
-        if self.shut_down:
-            return False
+    def __init__(self, writer: RotatingJsonLinesWriter) -> None:
+        super().__init__()  # (the metric exporter's: the SDK's default temporality and aggregation)
+        self._writer = writer
+        self._warned = False
+        self._shut_down = False
+
+    def _emit(self, encode: Callable[[], dict[str, Any]], result: Any) -> Any:
+        """`result`: the signal's export result enum (SUCCESS / FAILURE)."""
+        if self._shut_down:
+            return result.FAILURE
         try:
             obj = encode()
             if obj:  # an empty batch encodes to {}; do not write blank requests
-                self.writer.write(obj)
+                self._writer.write(obj)
         except UnsafePath:
-            return False  # said once per directory by the check itself
+            return result.FAILURE  # said once per directory by the check itself
         except OSError as exc:
-            self._report("cannot write %s to %s: %s", self._signal, self.writer.path, exc)
-            return False
+            self._report("cannot write %s to %s: %s", self._signal, self._writer.path, exc)
+            return result.FAILURE
         except Exception as exc:  # noqa: BLE001 - an exporter must not raise into the SDK
-            self._report("cannot encode %s for %s: %r", self._signal, self.writer.path, exc)
-            return False
-        return True
-
-    def shutdown(self) -> None:
-        self.shut_down = True
-        self.writer.close()
+            self._report("cannot encode %s for %s: %r", self._signal, self._writer.path, exc)
+            return result.FAILURE
+        return result.SUCCESS
 
     def _report(self, message: str, *args: object) -> None:
         if self._warned:
@@ -283,67 +245,36 @@ class _SafeSink:
         self._warned = True
         _logger.warning(message + " (further failures are logged at DEBUG)", *args)
 
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._shut_down = True
+        self._writer.close()
 
-class JsonFileSpanExporter(SpanExporter):
-    """Writes span batches as ``ExportTraceServiceRequest`` lines, one batch per line."""
-
-    def __init__(self, writer: RotatingJsonLinesWriter) -> None:
-        self._sink = _SafeSink(writer, "spans")
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        ok = self._sink.emit(lambda: encode_spans_json(spans))
-        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
-
-    def shutdown(self) -> None:
-        self._sink.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
         return True  # writes go straight to the kernel; nothing is buffered here
 
 
-class JsonFileLogExporter(LogRecordExporter):
+class JsonFileSpanExporter(_FileExporter, SpanExporter):
+    """Writes span batches as ``ExportTraceServiceRequest`` lines, one batch per line."""
+
+    _signal = "spans"
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self._emit(lambda: encode_spans_json(spans), SpanExportResult)
+
+
+class JsonFileLogExporter(_FileExporter, LogRecordExporter):
     """Writes log batches as ``ExportLogsServiceRequest`` lines, one batch per line."""
 
-    def __init__(self, writer: RotatingJsonLinesWriter) -> None:
-        self._sink = _SafeSink(writer, "logs")
+    _signal = "logs"
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        ok = self._sink.emit(lambda: encode_logs_json(batch))
-        return LogRecordExportResult.SUCCESS if ok else LogRecordExportResult.FAILURE
-
-    def shutdown(self) -> None:
-        self._sink.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
+        return self._emit(lambda: encode_logs_json(batch), LogRecordExportResult)
 
 
-class JsonFileMetricExporter(MetricExporter):
+class JsonFileMetricExporter(_FileExporter, MetricExporter):
     """Writes each metrics collection as one ``ExportMetricsServiceRequest`` line."""
 
-    def __init__(
-        self,
-        writer: RotatingJsonLinesWriter,
-        preferred_temporality: dict[type, AggregationTemporality] | None = None,
-        preferred_aggregation: dict[type, Aggregation] | None = None,
-    ) -> None:
-        super().__init__(
-            preferred_temporality=preferred_temporality,
-            preferred_aggregation=preferred_aggregation,
-        )
-        self._sink = _SafeSink(writer, "metrics")
+    _signal = "metrics"
 
-    def export(
-        self,
-        metrics_data: MetricsData,
-        timeout_millis: float = 10_000,
-        **kwargs: Any,
-    ) -> MetricExportResult:
-        ok = self._sink.emit(lambda: encode_metrics_json(metrics_data))
-        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        self._sink.shutdown()
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        return self._emit(lambda: encode_metrics_json(metrics_data), MetricExportResult)

@@ -14,7 +14,6 @@ import json
 import os
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ from urllib3.util.retry import Retry
 
 from ... import semconv as sc
 from ..._internal import log as _log
+from ..._internal.bounded import BoundedMap
 from ...config.relay import FileSinkConfig, StreamSinkConfig  # the sink configs live with the Relay schema
 from .. import deadline
 from ..health import LIVE_RETRY_S, health
@@ -102,6 +102,29 @@ def uuid7(ms: int, entropy: int) -> str:
     return str(uuid.UUID(int=value))
 
 
+def plain(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Attributes as JSON-ready values (a tuple becomes a list)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()}
+
+
+def _mark(name: str, attrs: Mapping[str, Any], parent: str | None, root: str | None, ns: int, entropy: Any,
+          data: Any = None) -> dict[str, Any]:
+    return {
+        "atof_version": ATOF_VERSION,
+        "category": None,
+        "category_profile": None,
+        "data": data,
+        "data_schema": None,
+        "kind": "mark",
+        "metadata": plain(attrs) or None,
+        "name": name,
+        "parent_uuid": parent,
+        "propagation_root_uuid": root,
+        "timestamp": timestamp(ns),
+        "uuid": uuid7(ns // 1_000_000, hash(entropy) & (2**74 - 1)),
+    }
+
+
 def _payload(text: Any) -> Any:
     if not isinstance(text, str):
         return None
@@ -130,51 +153,29 @@ class _Snapshot:
 class EventBuilder:
     """Snapshots -> ATOF dicts; owns the span-id -> UUID map (one worker thread uses it)."""
 
-    def __init__(self, full_payloads: bool, limit: int = 8192) -> None:
-        self._uuids: OrderedDict[int, str] = OrderedDict()
-        self._roots: OrderedDict[int, str] = OrderedDict()  # trace id -> root uuid
-        self._full = full_payloads
-        self._limit = limit
+    def __init__(self, limit: int = 8192) -> None:
+        self._uuids: BoundedMap[int, str] = BoundedMap(limit)
+        self._roots: BoundedMap[int, str] = BoundedMap(limit)  # trace id -> root uuid
 
-    def _uuid(self, span_id: int, ms: int | None = None) -> str:
+    def _uuid(self, span_id: int, ms: int = 0) -> str:
         known = self._uuids.get(span_id)
         if known is None:
-            known = uuid7(ms or 0, span_id)
-            self._uuids[span_id] = known
-            if len(self._uuids) > self._limit:
-                self._uuids.popitem(last=False)
+            known = uuid7(ms, span_id)
+            self._uuids.put(span_id, known)
         return known
 
-    def mark(self, snap: _Snapshot) -> dict[str, Any]:
-        """An observer-only happening (a hook with no span of its own) as an ATOF mark."""
-        parent = self._uuids.get(snap.parent_id) if snap.parent_id else None
-        return {
-            "atof_version": ATOF_VERSION,
-            "category": None,
-            "category_profile": None,
-            "data": snap.body if self._full or snap.body is not None else None,
-            "data_schema": None,
-            "kind": "mark",
-            "metadata": {k: list(v) if isinstance(v, tuple) else v for k, v in snap.attributes.items()} or None,
-            "name": snap.name,
-            "parent_uuid": parent,
-            "propagation_root_uuid": self._roots.get(snap.trace_id, parent),
-            "timestamp": timestamp(snap.time_ns),
-            "uuid": uuid7(snap.time_ns // 1_000_000, hash((snap.name, snap.time_ns)) & (2**74 - 1)),
-        }
-
     def events(self, snap: _Snapshot) -> list[dict[str, Any]]:
-        if snap.phase == "mark":
-            return [self.mark(snap)]
+        if snap.phase == "mark":  # an observer-only happening (a hook with no span of its own)
+            parent = self._uuids.get(snap.parent_id) if snap.parent_id else None
+            return [_mark(snap.name, snap.attributes, parent, self._roots.get(snap.trace_id) or parent, snap.time_ns,
+                          (snap.name, snap.time_ns), snap.body)]
         attrs = snap.attributes
         cat = category(snap.name, attrs)
         own = self._uuid(snap.span_id, snap.time_ns // 1_000_000)
         parent = self._uuid(snap.parent_id) if snap.parent_id else None
-        if snap.parent_id is None or snap.trace_id not in self._roots:
-            self._roots.setdefault(snap.trace_id, own)
-            if len(self._roots) > self._limit:
-                self._roots.popitem(last=False)
-        root = self._roots.get(snap.trace_id, own)
+        if snap.trace_id not in self._roots:
+            self._roots.put(snap.trace_id, own)
+        root = self._roots.get(snap.trace_id) or own
         metadata = {key: attrs[attr] for attr, key in _METADATA if attr in attrs}
         if snap.phase == "end":
             metadata["otel.status_code"] = snap.status
@@ -196,37 +197,17 @@ class EventBuilder:
             "timestamp": timestamp(snap.time_ns),
             "uuid": own,
         }
-        out = [event]
-        for span_event in snap.events:  # marks, in order, after the scope ends
-            mark_attrs = dict(span_event.attributes or {})
-            out.append(
-                {
-                    "atof_version": ATOF_VERSION,
-                    "category": None,
-                    "category_profile": None,
-                    "data": None,
-                    "data_schema": None,
-                    "kind": "mark",
-                    "metadata": {k: list(v) if isinstance(v, tuple) else v for k, v in mark_attrs.items()} or None,
-                    "name": span_event.name,
-                    "parent_uuid": own,
-                    "propagation_root_uuid": root,
-                    "timestamp": timestamp(span_event.timestamp),
-                    "uuid": uuid7(span_event.timestamp // 1_000_000,
-                                  hash((snap.span_id, span_event.timestamp)) & (2**74 - 1)),
-                }
-            )
-        return out
+        return [event] + [  # the span's events: marks, in order, after the scope ends
+            _mark(e.name, e.attributes or {}, own, root, e.timestamp, (snap.span_id, e.timestamp)) for e in snap.events
+        ]
 
     def _data(self, cat: str, snap: _Snapshot) -> Any:
         """Content only where capture (or enable_full_payloads) put it on the span, already redacted."""
-        attrs = snap.attributes
+        attrs, start = snap.attributes, snap.phase == "start"
         if cat == "tool":
-            key = "gen_ai.tool.call.arguments" if snap.phase == "start" else "gen_ai.tool.call.result"
-            return _payload(attrs.get(key))
+            return _payload(attrs.get("gen_ai.tool.call.arguments" if start else "gen_ai.tool.call.result"))
         if cat == "agent" and attrs.get(sc.OPERATION) == sc.OP_AGENT:
-            key = "gen_ai.input.messages" if snap.phase == "start" else "gen_ai.output.messages"
-            return _payload(attrs.get(key))
+            return _payload(attrs.get("gen_ai.input.messages" if start else "gen_ai.output.messages"))
         return None
 
 
@@ -342,9 +323,9 @@ class StreamSink:
 class AtofSpanProcessor(SpanProcessor):
     """Span start/end -> ATOF events, built and written on a worker thread."""
 
-    def __init__(self, sinks: Sequence[FileSink | StreamSink], full_payloads: bool = False) -> None:
+    def __init__(self, sinks: Sequence[FileSink | StreamSink]) -> None:
         self._sinks = list(sinks)
-        self._builder = EventBuilder(full_payloads)
+        self._builder = EventBuilder()
         # The worker is the only writer to the sinks, so it also closes them.
         self._worker = QueueWorker("hermes-otel-atof", self._write, signal="atof", on_exit=self._close_sinks)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,7 +19,8 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from ... import semconv as sc
 from ..._internal import log as _log
-from .atof import _payload, category, scope_name
+from ..._internal.bounded import BoundedMap
+from .atof import _payload, category, plain, scope_name
 from .worker import QueueWorker
 
 _SCOPE_TYPES = {"agent": "Agent", "function": "Function", "guardrail": "Guardrail", "custom": "Custom"}
@@ -78,7 +78,7 @@ class RelayForwarder(SpanProcessor):
 
         self._relay = nemo_relay
         self.activation = activation  # owned: Relay stops exporting if this is collected
-        self._handles: OrderedDict[int, Any] = OrderedDict()
+        self._handles: BoundedMap[int, Any] = BoundedMap(8192)
         self._worker = QueueWorker("hermes-otel-relay", self._replay_all, signal="relay")
 
     def on_start(self, span: ReadableSpan, parent_context: Any = None) -> None:
@@ -106,7 +106,7 @@ class RelayForwarder(SpanProcessor):
         relay = self._relay
         started, ended = _time(start_ns), _time(end_ns)
         cat = category(name, attrs)
-        metadata = {k: v for k, v in attrs.items() if k in (sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID)}
+        metadata = {k: v for k, v in attrs.items() if k in (sc.CONVERSATION_ID, sc.TURN_ID, sc.API_REQUEST_ID)} or None
         if phase == "start":
             # Relay nests only under scopes: a span under an LLM or tool call hangs from that call's scope.
             parent_entry = self._handles.get(parent_id) if parent_id else None
@@ -116,36 +116,32 @@ class RelayForwarder(SpanProcessor):
             else:
                 scope_type = getattr(relay.ScopeType, _SCOPE_TYPES.get(cat, "Custom"))
                 handle = relay.scope.push(scope_name(name, cat, attrs), scope_type, handle=parent,
-                                          metadata=metadata or None, timestamp=started)
-            self._handles[span_id] = (cat, handle, parent if cat in ("llm", "tool") else handle)
-            while len(self._handles) > 8192:
-                self._handles.popitem(last=False)
+                                          metadata=metadata, timestamp=started)
+            self._handles.put(span_id, (cat, handle, parent if cat in ("llm", "tool") else handle))
             return
-        entry = self._handles.pop(span_id, None)
+        entry = self._handles.pop(span_id)
         if entry is None:
             return
         cat, handle, scope_handle = entry
         if cat == "llm":
             request = relay.LLMRequest({}, _payload(attrs.get("gen_ai.input.messages")) or {})
             handle = relay.llm.call(scope_name(name, cat, attrs), request, handle=scope_handle,
-                                    model_name=attrs.get(sc.REQUEST_MODEL), metadata=metadata or None,
-                                    timestamp=started)
+                                    model_name=attrs.get(sc.REQUEST_MODEL), metadata=metadata, timestamp=started)
         elif cat == "tool":
             handle = relay.tools.call(scope_name(name, cat, attrs),
                                       _payload(attrs.get("gen_ai.tool.call.arguments")) or {}, handle=scope_handle,
-                                      tool_call_id=attrs.get(sc.TOOL_CALL_ID), metadata=metadata or None,
-                                      timestamp=started)
+                                      tool_call_id=attrs.get(sc.TOOL_CALL_ID), metadata=metadata, timestamp=started)
         for event_name, event_attrs, at in events:
-            relay.scope.event(event_name, handle=scope_handle, metadata=_plain(event_attrs), timestamp=_time(at))
+            relay.scope.event(event_name, handle=scope_handle, metadata=plain(event_attrs), timestamp=_time(at))
         if cat == "llm":
-            relay.llm.call_end(handle, _payload(attrs.get("gen_ai.output.messages")) or {}, metadata=metadata or None,
+            relay.llm.call_end(handle, _payload(attrs.get("gen_ai.output.messages")) or {}, metadata=metadata,
                                timestamp=ended)
         elif cat == "tool":
             result = _payload(attrs.get("gen_ai.tool.call.result"))
             relay.tools.call_end(handle, relay.ToolExecutionResult(result if result is not None else ""),
                                  timestamp=ended)
         else:
-            relay.scope.pop(handle, metadata=metadata or None, timestamp=ended)
+            relay.scope.pop(handle, metadata=metadata, timestamp=ended)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         done = self._worker.wait_idle(timeout_millis / 1000)
@@ -162,7 +158,3 @@ class RelayForwarder(SpanProcessor):
 
 def _time(ns: int | None) -> datetime.datetime | None:
     return None if ns is None else datetime.datetime.fromtimestamp(ns / 1e9, datetime.UTC)
-
-
-def _plain(attrs: Mapping[str, Any]) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()}

@@ -1,20 +1,7 @@
-"""Endpoint types of NeMo Relay's `[[components.config.opentelemetry.endpoints]]`, for our spans.
-
-* `full`: every span we emit, every attribute and event, unchanged.
-* `gen_ai`: the GenAI-semantic-convention view only: `invoke_agent`, `chat`,
-  `execute_tool` (and `subagent`, which links a child's turns to the parent's
-  tool call) spans from our own instrumentation; attributes limited to
-  `gen_ai.*`, `server.*`, `error.type` and `http.response.status_code`; only
-  `exception` events. Middleware layers, approvals and foreign spans are left out.
-* `openinference`: every span, plus the OpenInference attributes Arize
-  Phoenix and other OpenInference backends read (`openinference.span.kind`,
-  `llm.*`, `tool.name`, `session.id`, and when content capture put content on the
-  span `input.value` / `output.value` and the model call's messages flattened as
-  `llm.input_messages.*` / `llm.output_messages.*`), and `openinference.project.name`
-  on the resource (the service name) unless set.
-
-Each endpoint may also override the resource (`service_name`, ...). The work
-happens on the export thread, never on the agent's.
+"""Endpoint types of NeMo Relay's `[[components.config.opentelemetry.endpoints]]`, for our spans: `full` (every span
+unchanged), `gen_ai` (the GenAI-convention view) and `openinference` (plus the OpenInference attributes), as
+docs/relay.md describes them; and a resource override per endpoint. The work happens on the export thread, never on
+the agent's.
 """
 
 from __future__ import annotations
