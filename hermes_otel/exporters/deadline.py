@@ -42,14 +42,8 @@ def until(at: float, owner: Any) -> Iterator[None]:
         _watcher.disarm(threading.get_ident())
 
 
-def expired() -> bool:
-    """Whether this thread's export is past its deadline."""
-    at = getattr(current, "at", None)
-    return at is not None and time.monotonic() >= at
-
-
 def left() -> float | None:
-    """Seconds left before this thread's export's deadline (None: no export is running on it)."""
+    """Seconds left before this thread's export's deadline: 0 once past it (None: no export is running on it)."""
     at = getattr(current, "at", None)
     return None if at is None else max(at - time.monotonic(), 0.0)
 

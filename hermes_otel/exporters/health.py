@@ -159,12 +159,20 @@ class _AroundTheSDKs:
       timeout): so the flush of such a processor is left out. What it holds is exported by the worker (spooled, or
       dropped and counted), and each exporter has a processor of its own: the files still flush."""
 
-    batch: Any  # the SDK's processor
-    room: _Room
+    sdk: Any  # the SDK's processor class
+    waits = False  # whether our records thread waits for room in a full queue (the logs' only)
 
-    def __init__(self, exporter: Any) -> None:
+    def __init__(self, exporter: Any, *, max_queue_size: int, schedule_delay_millis: float | None = None,
+                 max_export_batch_size: int | None = None, export_timeout_millis: float | None = None) -> None:
         endpoint = getattr(exporter, "endpoint", None)  # our spooling exporters' (and Relay's shaped ones')
         self.endpoint: str | None = endpoint if isinstance(endpoint, str) else None
+        # The queue's size as our configuration read it (OTEL_B*_MAX_QUEUE_SIZE or plugins.toml), given to the SDK:
+        # no variable is read twice.
+        wait_s = (export_timeout_millis or 10_000) / 1000 if self.waits else 0
+        self.room = _Room(max_queue_size, wait_s, self._failing)
+        self.batch = self.sdk(_Counted(exporter, self.room), max_queue_size=max_queue_size,
+                              schedule_delay_millis=schedule_delay_millis, max_export_batch_size=max_export_batch_size,
+                              export_timeout_millis=export_timeout_millis)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return not self._failing() and self.batch.force_flush(timeout_millis)
@@ -178,17 +186,10 @@ class _AroundTheSDKs:
 
 
 class OurBatchSpanProcessor(_AroundTheSDKs, SpanProcessor):
-    """The SDK's batch span processor, counting what it drops at a full queue from a tally of its queue."""
+    """The SDK's batch span processor, counting what it drops at a full queue from a tally of its queue (never waits:
+    spans end on the agent's threads)."""
 
-    def __init__(self, exporter: Any, *, max_queue_size: int, schedule_delay_millis: float | None = None,
-                 max_export_batch_size: int | None = None, export_timeout_millis: float | None = None) -> None:
-        super().__init__(exporter)
-        # The queue's size as our configuration read it (OTEL_BSP_MAX_QUEUE_SIZE or plugins.toml), given to the SDK:
-        # no variable is read twice. Never waits: spans end on the agent's threads.
-        self.room = _Room(max_queue_size, 0, lambda: True)
-        counted: Any = _Counted(exporter, self.room)
-        self.batch = BatchSpanProcessor(counted, max_queue_size, schedule_delay_millis, max_export_batch_size,
-                                        export_timeout_millis)
+    sdk = BatchSpanProcessor
 
     def on_end(self, span: Any) -> None:
         sampled = span.context is not None and span.context.trace_flags.sampled  # what the SDK's queue takes
@@ -258,8 +259,7 @@ class _Counted:
     """Our exporter as our processor sees it: each batch the worker hands it made room in the queue."""
 
     def __init__(self, inner: Any, room: _Room) -> None:
-        self.inner, self.room = inner, room
-        self.shutdown = inner.shutdown  # the SDK passes a timeout when the exporter's own shutdown takes one
+        self.inner, self.room = inner, room  # the rest (shutdown, force_flush) is the inner's: __getattr__
 
     def export(self, batch: Any) -> Any:
         self.room.taken(len(batch))
@@ -273,13 +273,7 @@ class OurBatchLogRecordProcessor(_AroundTheSDKs, LogRecordProcessor):
     """The SDK's batch log-record processor, counting what it drops at a full queue; our records thread waits for
     room in its full queue (:class:`_Room`) where any other thread's record drops the oldest."""
 
-    def __init__(self, exporter: Any, *, max_queue_size: int, schedule_delay_millis: float | None = None,
-                 max_export_batch_size: int | None = None, export_timeout_millis: float | None = None) -> None:
-        super().__init__(exporter)
-        self.room = _Room(max_queue_size, (export_timeout_millis or 10_000) / 1000, self._failing)
-        counted: Any = _Counted(exporter, self.room)
-        self.batch = BatchLogRecordProcessor(counted, schedule_delay_millis, max_export_batch_size,
-                                             export_timeout_millis, max_queue_size)
+    sdk, waits = BatchLogRecordProcessor, True
 
     def on_emit(self, log_record: Any) -> None:
         if self.room.add():

@@ -49,7 +49,7 @@ class ExporterSession(requests.Session):
             response = super().request(method, url, *args, **kwargs)
         except Exception as exc:
             if not self.hermes_closed:
-                self._failed("no whole answer within the export timeout" if deadline.expired() else reason(exc))
+                self._failed("no whole answer within the export timeout" if deadline.left() == 0 else reason(exc))
             raise
         self.hermes_status.code = response.status_code
         self.hermes_status.retry_after = response.headers.get("Retry-After")

@@ -36,7 +36,7 @@ from hermes_otel.exporters.session import NOT_TAKEN, REFUSED
 from hermes_otel.exporters.spool import delivery
 from hermes_otel.exporters.spool.decode import pieces
 from hermes_otel.exporters.spool.resend import send_all
-from hermes_otel.exporters.spool.store import Spool, endpoint_key, read_requests
+from hermes_otel.exporters.spool.store import Requests, Spool, endpoint_key
 from tests.harness.extras import needs_grpc
 from tests.harness.fault_servers import FaultServer, refused_endpoint
 from tests.harness.otlp_receiver import OTLPReceiver
@@ -113,7 +113,8 @@ def test_a_torn_line_is_skipped_with_one_warning(tmp_path: Path, caplog: pytest.
     good = json.dumps(encode_spans_json(spans()))
     path.write_text(good + "\n" + good[: len(good) // 2])  # a crash (or a damaged disk) tore the last line
     for _ in range(2):
-        requests, bad = read_requests(path)
+        reader = Requests(path)
+        requests, bad = list(reader), reader.bad
         assert requests == [json.loads(good)] and bad == 1
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) <= 1 and all("skipped 1 unreadable line(s)" in w for w in warnings)
@@ -340,7 +341,7 @@ def otlp_traces(url: str, spool: Spool | None, timeout: float = 30.0) -> deliver
 
 
 def spooled_spans(spool: Spool) -> list[int]:
-    return sorted(len(s) for e in spool.entries("traces") for r in read_requests(e.path)[0]
+    return sorted(len(s) for e in spool.entries("traces") for r in Requests(e.path)
                   for rs in r["resourceSpans"] for s in [[x for ss in rs["scopeSpans"] for x in ss["spans"]]])
 
 

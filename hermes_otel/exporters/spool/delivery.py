@@ -1,22 +1,9 @@
-"""The way out of one OTLP exporter: the SDK exporter; a batch it does not deliver goes to the spool (:mod:`.store`),
-and the re-sender (:mod:`.resend`) sends it later through an SDK exporter of its own. One queue (the batch
-processor's), one OTLP client per endpoint and signal (the SDK's).
-
-While an endpoint fails, batches skip the network: a flush (session finalize) never waits for it, and the
-processor's thread tries it again once every :data:`LIVE_RETRY_S`, not once per batch. A success ends it, the
-re-sender's included (its first spooled batch is the probe). What is not delivered is spooled, or, with the spool off
-(`spool = false`), dropped and counted in `hermes.otel.exporter.dropped`. What is delivered, failed and why comes
-from what the SDK exporter returns and what our HTTP session saw (:mod:`..session`), never from its log lines.
-
-Every export ends at `otlp.timeout_millis`, whatever the collector does: connect, send and every byte of the answer
-(:mod:`..deadline` cuts the socket; gRPC has a deadline of its own). Shutdown (process exit, a retired
-configuration) is bounded: :func:`close_all` gives each exporter of a pipeline a deadline — :data:`SPOOL_WAIT_S`
-with the spool (all exporters together at process exit), the flush budget without it, none for an endpoint already
-failing — and then shuts the SDK exporter down (its retry sleep ends, no new request starts, gRPC cancels its call)
-and cuts the request in flight at whatever stage it is (a connect a firewall never answers, a TLS handshake or a
-proxy that hangs, a collector that never answers), so its batch and the batches the processor still holds are
-spooled without the network. A collector that hangs never holds the process. A batch the collector received but
-did not acknowledge in time is sent again (at-least-once).
+"""The way out of one OTLP exporter (docs/reliability.md, "What is spooled" and "Exit"): the SDK exporter; a batch
+it does not deliver goes to the spool (:mod:`.store`), or with `spool = false` is dropped and counted. While an
+endpoint fails, batches skip the network (tried again every :data:`LIVE_RETRY_S`). Every export ends at its timeout
+(:mod:`..deadline`); at shutdown :func:`close_all` gives each exporter a deadline (:data:`SPOOL_WAIT_S` with the
+spool), then shuts the SDK exporter down and cuts the request in flight, so a hanging collector never holds the
+process. What is delivered, failed and why comes from the SDK's result and our session (:mod:`..session`).
 """
 
 from __future__ import annotations
@@ -38,7 +25,7 @@ from ..file.otlp_json import encode_logs_json, encode_metrics_json, encode_spans
 from ..health import LIVE_RETRY_S, current, health
 from ..private import UnsafePath
 from ..session import NOT_TAKEN, REFUSED
-from .sdk import sdk_exporter
+from .sdk import sdk_exporter, send_once
 from .store import Spool, item_count
 
 if TYPE_CHECKING:
@@ -118,11 +105,12 @@ class _Spooling:
             self._dropped(batch)
             return self.failed
         failing = health.any_failing(self.endpoints)
-        if self.closing or (self.spool is not None and _exiting()) or failing and (
+        exiting = _exit_at is not None and time.monotonic() >= _exit_at
+        if self.closing or (self.spool is not None and exiting) or failing and (
                 getattr(current, "flushing", False) or health.failed_within(self.endpoint, LIVE_RETRY_S)):
             self._undelivered(batch)
             return self.failed
-        answer = self._send(args, kwargs)
+        answer = send_once(self.inner, self.session, self, self.timeout_s, *args, **kwargs)
         if isinstance(answer, tuple) and answer[0] == self.delivered and answer[1]:
             health.success(self.endpoint)
             from .resend import resender
@@ -143,18 +131,6 @@ class _Spooling:
         self._undelivered(batch)
         return self.failed
 
-    def _send(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The SDK export on this thread, ended at the export timeout whatever the collector does (deadline.py).
-        Returns (result, acknowledged, why not), or the exception it raised."""
-        session = self.session
-        try:
-            with deadline.until(time.monotonic() + self.timeout_s, self):  # (its SDK warnings stay at DEBUG: health.py)
-                result = self.inner.export(*args, **kwargs)
-            return result, session is None or session.acknowledged(), (
-                session.last_failure() if session is not None else None)
-        except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the processor's thread
-            return exc
-
     def attempt_failed(self, why: str) -> None:
         """Our session saw a request fail (before the SDK's retry backoff): one health report (none for what
         closing caused). At exit with a spool, a failed attempt is not retried: the batch is spooled now, to be
@@ -172,8 +148,9 @@ class _Spooling:
             return now + self.budget_s
         return now + SPOOL_WAIT_S if _exit_at is None else min(now + SPOOL_WAIT_S, _exit_at)
 
-    def interrupt(self) -> None:
-        """The deadline passed: no more network; the export in flight ends at once and its batch is spooled."""
+    def interrupt(self, *args: Any, **kwargs: Any) -> None:
+        """The deadline passed, or the processor drained its queue through us (shutdown, bounded by
+        :func:`close_all`'s deadline): no more network; the export in flight ends at once and its batch is spooled."""
         if self.closing:
             return
         self.closing = True
@@ -184,9 +161,7 @@ class _Spooling:
             pass
         deadline.cut(self)  # the HTTP request in flight ends now: its batch is spooled
 
-    def shutdown(self, *args: Any, **kwargs: Any) -> None:
-        """The processor drained its queue through us (bounded by :func:`close_all`'s deadline): close."""
-        self.interrupt()
+    shutdown = interrupt
 
     def force_flush(self, timeout_millis: float = 30_000) -> bool:
         return True  # nothing is held here: the processor's flush is the export itself
@@ -220,10 +195,6 @@ class _Spooling:
             return item_count(self.signal, batch)
         except Exception:  # noqa: BLE001 - counting must not raise into an SDK thread
             return 1
-
-
-def _exiting() -> bool:
-    return _exit_at is not None and time.monotonic() >= _exit_at
 
 
 class SpoolingSpanExporter(_Spooling, SpanExporter):

@@ -1,25 +1,13 @@
-"""Re-sending the spool: oldest first, one batch at a time, each removed only once its endpoint acknowledged it.
-
-Every process with the plugin on and an OTLP endpoint runs one :class:`Resender` thread (never the agent's),
-so the next `hermes` run on the same `$HERMES_HOME` sends what an earlier one spooled. Each spooled batch is
-claimed with a file lock (:meth:`.spool.Spool.claim`), so processes sharing a home never send the same batch.
-
-The first spooled batch is also the probe: while its endpoint fails, the sender backs off (1 s doubling to
-60 s, jittered, `Retry-After` honoured); a live export that succeeds wakes it at once. A batch is decoded back
-into the SDK's telemetry objects (:mod:`.decode`) and sent through an SDK exporter made as the live one is
-(OTLP/HTTP or gRPC, the configured headers, TLS and compression), and removed once it succeeded; one the
-endpoint refuses (HTTP 400, 413, 422: the status our session saw; over gRPC, which answers only success or failure,
-a batch failed twice by an endpoint that takes an empty request each time) is removed and counted, anything else
-is kept for later. At-least-once: a batch is sent
-again only when its acknowledgement was lost (the process died, or the answer never came).
-
-The background sender's pace is bounded (:data:`MIN_GAP_S` between batches, and at most :data:`BUSY_SHARE`
-of one core), so a large backlog never starves live telemetry or the agent; `hermes-otel spool send` runs
-unbounded.
+"""Re-sending the spool (docs/reliability.md, "Re-sending"): oldest first, one claimed batch at a time, decoded back
+into the SDK's objects (:mod:`.decode`) and sent through an SDK exporter made as the live one is; removed once
+acknowledged, or refused item by item (:func:`export`, :func:`_deliver`). One background :class:`Resender` per
+process (backoff, pacing: :data:`BACKOFF_S`, :data:`MIN_GAP_S`, :data:`BUSY_SHARE`); `hermes-otel spool send` runs
+:func:`send_all` unpaced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -32,9 +20,9 @@ from typing import Any
 
 from ..._internal import log as _log
 from ...redaction.masking import mask_url
-from .. import deadline
 from ..health import health, install_log_filter
 from ..session import NOT_TAKEN, REFUSED
+from .sdk import send_once
 from .store import Entry, NotABatch, Requests, Spool, Stray, endpoint_key, item_count
 
 # Our own generator: the sender thread never moves the process-wide `random` state under someone else.
@@ -200,31 +188,23 @@ class Exporters:
         self._made: dict[tuple[Any, ...], Any] = {}  # used by one thread: the sender's, or `spool send`'s
 
     def get(self, signal: str, target: Any) -> tuple[Any, Any]:
-        """The exporter, and its HTTP session (None for gRPC)."""
-        from .sdk import client_key, sdk_exporter
+        """The exporter, and its HTTP session (None for gRPC): one per endpoint and signal, as configured."""
+        from .sdk import sdk_exporter
 
-        key = client_key(signal, target)
+        key = (signal, target.endpoint, target.protocol, tuple(sorted(target.headers.items())), target.timeout_s,
+               target.compression)
         if key not in self._made:
             self._made[key] = sdk_exporter(signal, target)
         return self._made[key]
 
     def close(self) -> None:
         made, self._made = list(self._made.values()), {}
-        for pair in made:
-            self._close(pair)
-
-    @staticmethod
-    def _close(pair: tuple[Any, Any] | None) -> None:
-        if pair is not None:
-            try:
-                pair[0].shutdown()
-            except Exception:  # noqa: BLE001 - closing is best-effort
-                pass
+        for exporter, _ in made:
+            with contextlib.suppress(Exception):  # closing is best-effort
+                exporter.shutdown()
 
 
-class _Resending:
-    """Inside a re-send, the SDK exporter's warnings are kept quiet (DEBUG): health.py's filter needs an owner."""
-
+class _Resending:  # a re-send's owner: health.py's filter keeps the SDK exporter's warnings in it at DEBUG
     signal = "spool"
 
 
@@ -247,7 +227,8 @@ def export(signal: str, target: Any, batch: Any, exporters: Exporters, alone: bo
         status = session.last_status() if session is not None else None
         if status is not None:
             kind = "rejected" if status in REFUSED else "not_taken" if status in NOT_TAKEN else "retry"
-            return Outcome(kind, detail=_why(status), retry_after_s=session.last_retry_after())
+            why = "HTTP 413: larger than the endpoint takes" if status == 413 else f"HTTP {status}"
+            return Outcome(kind, detail=why, retry_after_s=session.last_retry_after())
         if failure is not None or session is not None or not _send(exporter, None, _empty(signal), target.timeout_s)[0]:
             return Outcome("retry", detail=failure or ("no answer" if session is not None else "gRPC export failed"))
     times = REFUSALS if alone else 1
@@ -255,20 +236,13 @@ def export(signal: str, target: Any, batch: Any, exporters: Exporters, alone: bo
                    "takes other requests")
 
 
-def _why(status: int) -> str:
-    return {413: "HTTP 413: larger than the endpoint takes"}.get(status, f"HTTP {status}")
-
-
 def _send(exporter: Any, session: Any, batch: Any, timeout_s: float) -> tuple[bool, str | None]:
     """(delivered, why not: an exception's name, or what our session saw; None when the exporter said FAILURE)."""
-    try:
-        with deadline.until(time.monotonic() + timeout_s, _RESENDING):
-            result = exporter.export(batch)
-    except Exception as exc:  # noqa: BLE001 - an exporter bug keeps the batch for later
-        return False, f"{type(exc).__name__}: {exc}"[:200]
-    if getattr(result, "name", "") == "SUCCESS" and (session is None or session.acknowledged()):
-        return True, None
-    return False, session.last_failure() if session is not None else None
+    answer = send_once(exporter, session, _RESENDING, timeout_s, batch)
+    if isinstance(answer, Exception):  # an exporter bug keeps the batch for later
+        return False, f"{type(answer).__name__}: {answer}"[:200]
+    delivered = getattr(answer[0], "name", "") == "SUCCESS" and answer[1]
+    return delivered, None if delivered else answer[2]
 
 
 def _empty(signal: str) -> Any:

@@ -5,7 +5,10 @@ between two threads."""
 from __future__ import annotations
 
 import importlib
+import time
 from typing import TYPE_CHECKING, Any
+
+from .. import deadline
 
 if TYPE_CHECKING:
     from ..session import ExporterSession
@@ -43,10 +46,19 @@ def sdk_exporter(signal: str, target: Any) -> tuple[Any, ExporterSession | None]
     return cls(endpoint=target.endpoint, timeout=target.timeout_s, compression=compression, **kwargs), session
 
 
-def client_key(signal: str, target: Any) -> tuple[Any, ...]:
-    """What makes two SDK exporters the same client: one per endpoint and signal, as configured."""
-    return (signal, target.endpoint, target.protocol, tuple(sorted(target.headers.items())), target.timeout_s,
-            target.compression)
+def send_once(exporter: Any, session: ExporterSession | None, owner: Any, timeout_s: float, *args: Any,
+              **kwargs: Any) -> tuple[Any, bool, str | None] | Exception:
+    """`exporter.export(*args, **kwargs)` on this thread for `owner` (live or re-send), ended at `timeout_s` whatever
+    the collector does (deadline.py), the SDK's warnings in it at DEBUG (health.py). Returns (result, acknowledged,
+    why not: what our session saw), or the exception it raised."""
+    try:
+        with deadline.until(time.monotonic() + timeout_s, owner):
+            result = exporter.export(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - an exporter bug must not kill the calling thread
+        return exc
+    if session is None:
+        return result, True, None
+    return result, session.acknowledged(), session.last_failure()
 
 
 _SDK_EXPORTERS = {"traces": ("trace_exporter", "OTLPSpanExporter"), "logs": ("_log_exporter", "OTLPLogExporter"),

@@ -1,24 +1,10 @@
-"""The spool: batches the OTLP exporters could not deliver, kept on disk until they can be re-sent.
+"""The spool: batches the OTLP exporters could not deliver, on disk until they can be re-sent (docs/reliability.md:
+layout and format, hostile contents, caps, the free-space floor, claims across processes).
 
-Layout: ``<directory>/<signal>/<created ns>-<pid>-<seq>-<key>.jsonl``, one batch per file, each line one
-OTLP/JSON export request (the encoding of the embedded default files, so ``hermes-otel view FILE`` and the
-Collector's ``otlpjsonfile`` receiver read a spool file). ``<key>`` names the endpoint the batch was meant for
-and its headers by a hash (no URL and no credential on disk): a batch is re-sent only to that endpoint and
-identity.
-* Hostile contents: a batch is opened non-blocking and never through a link, and read only when it is a regular
-  file; anything else under a batch's name (and a spool directory that is a link or another user's) is a
-  :class:`Stray`, reported and skipped.
-
-* Written whole: a temporary hidden file, fsync, then a rename, so a crash never leaves a partial batch under
-  a spool name (a line that is torn anyway, say by a damaged disk, is skipped with one warning).
-* Private: files 0600 in 0700 directories of ours (:mod:`.private`).
-* Bounded: by size (all signals together) and by age; the oldest batches go first, counted by reason.
-* Second to the local record on its disk: a batch is written only while the disk keeps a free-space floor
-  (:func:`free_floor`) besides it, the oldest batches evicted first ("disk"), so a full disk costs the spool
-  before it costs the trace files beside it.
-* Shared: every process on the same ``$HERMES_HOME`` sees the same spool. A sender claims a batch with an
-  exclusive, non-blocking ``flock`` on its file and removes it, still holding the lock, once the endpoint
-  acknowledged it, so no two processes send the same batch.
+``<directory>/<signal>/<created ns>-<pid>-<seq>-<key>.jsonl``: one batch per file, one OTLP/JSON export request a
+line; ``<key>`` hashes the endpoint and its headers (:func:`endpoint_key`). Written whole (temporary file, fsync,
+rename), 0600 in 0700 directories of ours; read never through a link nor blocking on a FIFO (a :class:`Stray`);
+claimed with an exclusive non-blocking ``flock`` and removed while it is held.
 """
 
 from __future__ import annotations
@@ -49,7 +35,6 @@ from ..private import ensure_dir
 SIGNALS = ("traces", "logs", "metrics")
 REASONS = ("size", "age", "disk", "rejected", "not_taken", "unreadable")  # why a batch left the spool unsent
 FREE_FLOOR_BYTES = 64 * 1024 * 1024  # left free on the spool's disk for the local record (a tenth on small disks)
-SUFFIX = ".jsonl"
 _NAME = re.compile(r"(\d{19})-(\d+)-(\d+)-([0-9a-f]{16})\.jsonl")
 _OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 # Never follows a link, never waits for a FIFO's writer: anything but a regular file is refused after the open.
@@ -138,17 +123,17 @@ class Spool:
         ensure_dir(self.directory, SPOOL_HINT)
         ensure_dir(folder, SPOOL_HINT)
         self._make_room(len(data))
-        name = f"{time.time_ns():019d}-{os.getpid()}-{next(self._seq)}-{key}{SUFFIX}"
+        name = f"{time.time_ns():019d}-{os.getpid()}-{next(self._seq)}-{key}.jsonl"
         temporary = folder / f".{name}.tmp"
         fd = os.open(temporary, _OPEN_NEW, 0o600)
         try:
-            _write_all(fd, data)
-            os.fsync(fd)  # the rename below must never publish a file whose data is not on disk yet
+            with open(fd, "wb") as handle:  # closes fd
+                handle.write(data)  # a buffered write: whole, however many os.write() it takes
+                handle.flush()
+                os.fsync(handle.fileno())  # the rename below must never publish a file whose data is not on disk yet
         except BaseException:
-            os.close(fd)
-            _unlink(temporary)
+            temporary.unlink(missing_ok=True)
             raise
-        os.close(fd)
         os.rename(temporary, folder / name)
         health.spooled[signal] += 1
         with self._lock:
@@ -237,7 +222,7 @@ class Spool:
 
     def remove(self, entry: Entry) -> None:
         """Remove a claimed batch (call while holding the claim)."""
-        _unlink(entry.path)
+        entry.path.unlink(missing_ok=True)
         with self._lock:
             self._bytes[entry.signal] = max(self._bytes[entry.signal] - entry.size, 0)
 
@@ -273,28 +258,23 @@ class Spool:
     def enforce_caps(self) -> dict[str, int]:
         """Evict batches older than the age cap, then the oldest until the size cap holds; returns evictions by
         reason. Also recounts what other processes added."""
-        entries = self.entries()
         evicted: Counter[str] = Counter()
         cutoff = time.time() - self.max_age_s
         kept = []
-        for entry in entries:
+        for entry in self.entries():
             if entry.mtime < cutoff and self.evict(entry, "age"):
                 evicted["age"] += 1
             else:
                 kept.append(entry)
-        total = sum(e.size for e in kept)
-        for entry in list(kept):
-            if total <= self.max_bytes:
-                break
-            if self.evict(entry, "size"):
+        total, sizes = sum(e.size for e in kept), Counter[str]()
+        for entry in kept:  # oldest first, until the size cap holds
+            if total > self.max_bytes and self.evict(entry, "size"):
                 evicted["size"] += 1
                 total -= entry.size
-                kept.remove(entry)
+            else:
+                sizes[entry.signal] += entry.size
         with self._lock:
-            self._bytes = Counter()
-            for entry in kept:
-                self._bytes[entry.signal] += entry.size
-            self._scanned_at = time.monotonic()
+            self._bytes, self._scanned_at = sizes, time.monotonic()
         if evicted:
             _log.once(
                 f"spool-evicted:{self.directory}",
@@ -344,13 +324,6 @@ class Requests:
             )
 
 
-def read_requests(path: Path, fd: int | None = None) -> tuple[list[dict[str, Any]], int]:
-    """The export requests of a spool file, and how many lines could not be read (torn or not JSON objects)."""
-    reader = Requests(path, fd)
-    requests = list(reader)
-    return requests, reader.bad
-
-
 _spools: dict[Path, Spool] = {}
 _spools_lock = threading.Lock()
 
@@ -385,19 +358,6 @@ def _open_problem(path: Path, exc: OSError) -> str:
         return "a symbolic link, not followed"
     text = exc.strerror or type(exc).__name__
     return text[:1].lower() + text[1:]
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _unlink(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _remove_stale(path: Path) -> None:
