@@ -68,7 +68,7 @@ def open_file(path: Path, flags: int, siblings: tuple[str, ...] = ()) -> tuple[i
         fd = os.open(path, flags | _NOFOLLOW, FILE_MODE)
     except OSError:
         if os.path.islink(path):
-            raise _refuse(path.parent, f"{path.name} is a symbolic link, not followed") from None
+            raise _refuse(path.parent, f"{path.name} is a symbolic link; hermes-otel does not follow it") from None
         raise
     try:
         st = os.fstat(fd)

@@ -258,6 +258,7 @@ class StreamSink:
     connect nobody answers: :mod:`..deadline`); what it could not send is counted as dropped."""
 
     BATCH = 500
+    signal = "atof"  # as the owner of its exports (deadline.until): health.py's log filter names it
     RETRY = _RetryUntilTheDeadline(total=2, backoff_factor=0.2, status_forcelist=(429, 500, 502, 503, 504),
                                    allowed_methods=frozenset({"POST"}), redirect=0, raise_on_status=False)
 

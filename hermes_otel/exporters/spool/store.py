@@ -125,9 +125,9 @@ class Spool:
         self._make_room(len(data))
         name = f"{time.time_ns():019d}-{os.getpid()}-{next(self._seq)}-{key}.jsonl"
         temporary = folder / f".{name}.tmp"
-        fd = os.open(temporary, _OPEN_NEW, 0o600)
+        handle = open(os.open(temporary, _OPEN_NEW, 0o600), "wb")  # noqa: SIM115 - closed by the with below
         try:
-            with open(fd, "wb") as handle:  # closes fd
+            with handle:
                 handle.write(data)  # a buffered write: whole, however many os.write() it takes
                 handle.flush()
                 os.fsync(handle.fileno())  # the rename below must never publish a file whose data is not on disk yet
