@@ -77,14 +77,16 @@ def test_eight_sessions_with_parallel_tools_and_subagents(traced, receiver, tmp_
             w.start()
         for w in workers:
             w.join(90)
-    assert results == {k: f"final sess{k}" for k in range(SESSIONS)}
+        assert results == {k: f"final sess{k}" for k in range(SESSIONS)}
 
-    traced.flush(10)
-    # Hermes 0.19 runs a top-level delegation in the background (three at once; the rest inline), so a subagent may
-    # end well after its parent's session: on a machine without network each child's start waits out Hermes's model
-    # metadata fetch first (a subagent took 21 s in CI). The wait ends as soon as every trace is whole.
-    spans = receiver.wait_for_spans(lambda s: len(turn_roots(s)) >= 2 * SESSIONS and len(subagents(s)) >= SESSIONS,
-                                    timeout=120)
+        traced.flush(10)
+        # Hermes 0.19 runs a top-level delegation in the background (three at once; the rest inline), so a subagent
+        # may end well after its parent's session: on a machine without network each child's start waits out Hermes's
+        # model metadata fetch first (a subagent took 21 s in CI). The model server stays up for them (a child still
+        # running when it closed failed its calls, and its turn stayed open into the next test); the wait ends as soon
+        # as every trace is whole.
+        spans = receiver.wait_for_spans(
+            lambda s: len(turn_roots(s)) >= 2 * SESSIONS and len(subagents(s)) >= SESSIONS, timeout=120)
     traces: dict[str, list] = {}
     for span in spans:
         traces.setdefault(span.trace_id, []).append(span)

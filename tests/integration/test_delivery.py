@@ -104,11 +104,12 @@ def test_plain_otlp_to_a_traces_only_backend_sends_it_only_traces_and_says_what_
         said = (home / "logs" / "agent.log").read_text(errors="replace")
         spool = home / "otel" / "spool"
         status = 405 if backend == "phoenix" else 404
-        # Logs go out during the run: the first answer stops them. Metrics go out once, at exit: a backend slower
-        # than the exit's wait has not answered yet, so that one batch waits, said, and the next send removes it.
-        assert said.count(f"/v1/logs does not take logs (HTTP {status})") == 1, said[-3000:]
-        assert said.count(f"/v1/metrics does not take metrics (HTTP {status})") == (
-            0 if list(spool.glob("metrics/*.jsonl")) else 1), said[-3000:]
+        # Logs go out during the run, metrics once at exit; the first answer stops a signal, said once. A backend
+        # slower than the run (MLflow's first answers, on a loaded machine) has not answered yet: what it has not
+        # acknowledged waits, said below, and the next send removes it.
+        for signal in ("logs", "metrics"):
+            assert said.count(f"/v1/{signal} does not take {signal} (HTTP {status})") == (
+                0 if list(spool.glob(f"{signal}/*.jsonl")) else 1), said[-3000:]
         recorded = view.read_traces(home / "otel", last=5).traces
         assert len(recorded) == 1
         expected = sorted(s["span_id"] for s in recorded[0].spans)
