@@ -119,13 +119,15 @@ def live(llm) -> Iterator[dict]:
 
 
 def _pipelines_ended(timeout_s: float = 30.0) -> None:
-    """Every earlier pipeline's batch workers have ended (the shutdown's one budget covers the live pipeline first;
-    a retired one may finish its shutdown, and its last spool write, after it returned): nothing of theirs can
+    """Every earlier pipeline's batch workers and shutdowns have ended (the shutdown's one budget covers the live
+    pipeline first; a retired one may finish its shutdown, and its last spool write, after it returned: the metrics'
+    final collection is exported by the shutdown's own thread, once the reader's has ended): nothing of theirs can
     spool into this home once the spool is emptied."""
     import threading
 
     deadline = time.monotonic() + timeout_s
-    workers = ("OtelBatchSpanRecordProcessor", "OtelBatchLogRecordProcessor", "OtelPeriodicExportingMetricReader")
+    workers = ("OtelBatchSpanRecordProcessor", "OtelBatchLogRecordProcessor", "OtelPeriodicExportingMetricReader",
+               "hermes-otel-flush")
     while time.monotonic() < deadline and any(t.name.startswith(workers) for t in threading.enumerate()):
         time.sleep(0.05)
 
