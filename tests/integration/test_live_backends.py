@@ -64,7 +64,7 @@ def _script() -> list[Reply]:
 
 
 @pytest.fixture(scope="module")
-def live(llm) -> Iterator[dict]:
+def live(llm, tmp_path_factory) -> Iterator[dict]:
     from hermes_cli.plugins import discover_plugins
     from run_agent import AIAgent
 
@@ -90,6 +90,10 @@ def live(llm) -> Iterator[dict]:
         stack.callback(discover_plugins, force=True)  # back to the session's configuration
         stack.callback(write_home, home, llm.base_url)
         mp = stack.enter_context(pytest.MonkeyPatch.context())
+        # A home of its own: the spool panels show this run's spool only, whatever an earlier test's pipeline (one
+        # still exporting to its receiver, gone by now) writes into the session's home meanwhile.
+        home = tmp_path_factory.mktemp("live-home")
+        mp.setenv("HERMES_HOME", str(home))
         mp.setenv("OTEL_METRICS_EXPORTER", "prometheus")
         mp.setenv("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
         mp.setenv("OTEL_EXPORTER_PROMETHEUS_PORT", str(metrics_port))
